@@ -1,0 +1,312 @@
+package gen
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/rrefkit/rref/spec"
+)
+
+const genrtPath = "github.com/rrefkit/rref/genrt"
+
+func rt(name string) *jen.Statement { return jen.Qual(genrtPath, name) }
+
+// goType is the Go spelling of a resolved type.
+func goType(t *spec.Type) *jen.Statement {
+	switch {
+	case t.Kind == spec.KindList:
+		return jen.Index().Add(goType(t.Elem))
+	case t.Named != nil:
+		return jen.Id(goName(t.Named.Name))
+	case t.Kind == spec.KindEnum:
+		return jen.Id(goName(t.Enum.Name))
+	case t.Kind == spec.KindStruct:
+		return jen.Id(goName(t.Struct.Name))
+	}
+	return scalarGoType(t.Kind)
+}
+
+func scalarGoType(k spec.Kind) *jen.Statement {
+	switch k {
+	case spec.KindU8:
+		return jen.Uint8()
+	case spec.KindU16:
+		return jen.Uint16()
+	case spec.KindU32:
+		return jen.Uint32()
+	case spec.KindU64:
+		return jen.Uint64()
+	case spec.KindI64:
+		return jen.Int64()
+	case spec.KindBool:
+		return jen.Bool()
+	case spec.KindString:
+		return jen.String()
+	case spec.KindBytes:
+		return jen.Index().Byte()
+	}
+	panic(fmt.Sprintf("gen: not a scalar kind %v", k)) // unreachable: the model is validated
+}
+
+// baseKind is the wire kind of t (an enum travels as its base).
+func baseKind(t *spec.Type) spec.Kind {
+	if t.Kind == spec.KindEnum {
+		return t.Enum.Base
+	}
+	return t.Kind
+}
+
+// sizeExpr is the encoded size of value x of type t, for types with no loop.
+func sizeStmts(t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
+	add := func(e jen.Code) []jen.Code { return []jen.Code{jen.Id("n").Op("+=").Add(e)} }
+	switch baseKind(t) {
+	case spec.KindU8, spec.KindBool:
+		return add(jen.Lit(1))
+	case spec.KindU16, spec.KindU32, spec.KindU64:
+		return add(rt("SizeUvarint").Call(jen.Uint64().Call(x())))
+	case spec.KindI64:
+		return add(rt("SizeUvarint").Call(rt("EncodeZigZag").Call(jen.Int64().Call(x()))))
+	case spec.KindString, spec.KindBytes:
+		return add(rt("SizeBytes").Call(jen.Len(x())))
+	case spec.KindStruct:
+		return add(jen.Id("Size" + goName(t.Struct.Name)).Call(jen.Op("&").Add(x())))
+	case spec.KindList:
+		i := "i" + strconv.Itoa(depth)
+		elem := func() *jen.Statement { return x().Index(jen.Id(i)) }
+		return []jen.Code{
+			jen.Id("n").Op("+=").Add(rt("SizeUvarint").Call(jen.Uint64().Call(jen.Len(x())))),
+			jen.For(jen.Id(i).Op(":=").Range().Add(x())).Block(sizeStmts(t.Elem, elem, depth+1)...),
+		}
+	}
+	panic("gen: unknown kind") // unreachable
+}
+
+func appendStmts(t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
+	set := func(e jen.Code) []jen.Code { return []jen.Code{jen.Id("b").Op("=").Add(e)} }
+	switch baseKind(t) {
+	case spec.KindU8:
+		return set(jen.Append(jen.Id("b"), jen.Byte().Call(x())))
+	case spec.KindBool:
+		return set(rt("AppendBool").Call(jen.Id("b"), jen.Bool().Call(x())))
+	case spec.KindU16, spec.KindU32, spec.KindU64:
+		return set(rt("AppendUvarint").Call(jen.Id("b"), jen.Uint64().Call(x())))
+	case spec.KindI64:
+		return set(rt("AppendUvarint").Call(jen.Id("b"), rt("EncodeZigZag").Call(jen.Int64().Call(x()))))
+	case spec.KindString:
+		return set(rt("AppendString").Call(jen.Id("b"), jen.String().Call(x())))
+	case spec.KindBytes:
+		return set(rt("AppendBytes").Call(jen.Id("b"), x()))
+	case spec.KindStruct:
+		return set(jen.Id("Append"+goName(t.Struct.Name)).Call(jen.Id("b"), jen.Op("&").Add(x())))
+	case spec.KindList:
+		i := "i" + strconv.Itoa(depth)
+		elem := func() *jen.Statement { return x().Index(jen.Id(i)) }
+		return []jen.Code{
+			jen.Id("b").Op("=").Add(rt("AppendUvarint").Call(jen.Id("b"), jen.Uint64().Call(jen.Len(x())))),
+			jen.For(jen.Id(i).Op(":=").Range().Add(x())).Block(appendStmts(t.Elem, elem, depth+1)...),
+		}
+	}
+	panic("gen: unknown kind") // unreachable
+}
+
+// consumeStmts decodes one value of type t from b[off:] into x, advancing off.
+// On error it returns from the enclosing ConsumeX with the field's context.
+func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
+	fail := func(err jen.Code) jen.Code {
+		return jen.Return(jen.Id("v"), jen.Lit(0), rt("Wrap").Call(jen.Lit(owner), jen.Lit(field), jen.Id("off"), err))
+	}
+	checkErr := jen.If(jen.Err().Op("!=").Nil()).Block(fail(jen.Err()))
+	conv := func(val jen.Code) jen.Code {
+		if t.Kind == spec.KindEnum || t.Named != nil {
+			return goType(t).Call(val)
+		}
+		return scalarGoType(baseKind(t)).Call(val)
+	}
+	var body []jen.Code
+	switch baseKind(t) {
+	case spec.KindU8:
+		body = []jen.Code{
+			jen.If(jen.Id("off").Op(">=").Len(jen.Id("b"))).Block(fail(rt("ErrTruncated"))),
+			x().Op("=").Add(conv(jen.Id("b").Index(jen.Id("off")))),
+			jen.Id("off").Op("++"),
+		}
+	case spec.KindBool:
+		body = []jen.Code{
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeBool").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()))),
+			checkErr,
+			x().Op("=").Add(conv(jen.Id("x"))),
+			jen.Id("off").Op("+=").Id("k"),
+		}
+	case spec.KindU16, spec.KindU32, spec.KindU64:
+		max := map[spec.Kind]string{spec.KindU16: "MaxUint16", spec.KindU32: "MaxUint32", spec.KindU64: "MaxUint64"}[baseKind(t)]
+		body = []jen.Code{
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeUvarintMax").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Qual("math", max))),
+			checkErr,
+			x().Op("=").Add(conv(jen.Id("x"))),
+			jen.Id("off").Op("+=").Id("k"),
+		}
+	case spec.KindI64:
+		body = []jen.Code{
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeUvarint").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()))),
+			checkErr,
+			x().Op("=").Add(conv(rt("DecodeZigZag").Call(jen.Id("x")))),
+			jen.Id("off").Op("+=").Id("k"),
+		}
+	case spec.KindString, spec.KindBytes:
+		fn := "ConsumeString"
+		if baseKind(t) == spec.KindBytes {
+			fn = "ConsumeBytes"
+		}
+		body = []jen.Code{
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt(fn).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim"))),
+			checkErr,
+			x().Op("=").Add(conv(jen.Id("x"))),
+			jen.Id("off").Op("+=").Id("k"),
+		}
+	case spec.KindStruct:
+		body = []jen.Code{
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Id("Consume"+goName(t.Struct.Name)).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim")),
+			checkErr,
+			x().Op("=").Id("x"),
+			jen.Id("off").Op("+=").Id("k"),
+		}
+	case spec.KindList:
+		i := "i" + strconv.Itoa(depth)
+		elem := func() *jen.Statement { return x().Index(jen.Id(i)) }
+		body = []jen.Code{
+			jen.List(jen.Id("c"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeCount").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim"))),
+			checkErr,
+			jen.Id("off").Op("+=").Id("k"),
+			jen.If(jen.Id("c").Op(">").Lit(0)).Block(
+				x().Op("=").Make(goType(t), jen.Id("c")),
+			),
+			jen.For(jen.Id(i).Op(":=").Range().Add(x())).Block(consumeStmts(owner, field, t.Elem, elem, depth+1)...),
+		}
+	}
+	if t.Kind == spec.KindEnum {
+		body = append(body, jen.If(jen.Op("!").Add(x()).Dot("Valid").Call()).Block(fail(rt("ErrBadEnum"))))
+	}
+	return []jen.Code{jen.Block(body...)}
+}
+
+// genCodec writes SizeX, AppendX and ConsumeX for a struct or message body.
+func genCodec(f *jen.File, name string, fields []*spec.Field) {
+	gn := goName(name)
+	recv := func() *jen.Statement { return jen.Id("v") }
+
+	var size, app, cons []jen.Code
+	for _, fd := range fields {
+		fd := fd
+		x := func() *jen.Statement { return recv().Dot(goName(fd.Name)) }
+		size = append(size, sizeStmts(fd.Type, x, 0)...)
+		app = append(app, appendStmts(fd.Type, x, 0)...)
+		cons = append(cons, consumeStmts(gn, fd.Name, fd.Type, x, 0)...)
+	}
+
+	f.Commentf("Size%s is the encoded size of v.", gn)
+	f.Func().Id("Size"+gn).Params(jen.Id("v").Op("*").Id(gn)).Int().BlockFunc(func(g *jen.Group) {
+		if len(size) == 0 {
+			g.Return(jen.Lit(0))
+			return
+		}
+		g.Id("n").Op(":=").Lit(0)
+		for _, s := range size {
+			g.Add(s)
+		}
+		g.Return(jen.Id("n"))
+	})
+	f.Line()
+	f.Commentf("Append%s appends the encoding of v to b.", gn)
+	f.Func().Id("Append"+gn).Params(jen.Id("b").Index().Byte(), jen.Id("v").Op("*").Id(gn)).Index().Byte().BlockFunc(func(g *jen.Group) {
+		for _, s := range app {
+			g.Add(s)
+		}
+		g.Return(jen.Id("b"))
+	})
+	f.Line()
+	f.Commentf("Consume%s decodes one %s from the front of b and returns it with the number of", gn, gn)
+	f.Comment("bytes read. Every length is checked against the input and lim; bytes fields alias b.")
+	f.Func().Id("Consume"+gn).Params(jen.Id("b").Index().Byte(), jen.Id("lim").Op("*").Add(rt("Limits"))).
+		Params(jen.Id("v").Id(gn), jen.Id("n").Int(), jen.Err().Error()).BlockFunc(func(g *jen.Group) {
+		if len(cons) == 0 {
+			g.Return(jen.Id("v"), jen.Lit(0), jen.Nil())
+			return
+		}
+		g.Id("off").Op(":=").Lit(0)
+		for _, s := range cons {
+			g.Add(s)
+		}
+		g.Return(jen.Id("v"), jen.Id("off"), jen.Nil())
+	})
+	f.Line()
+}
+
+func genFields(fields []*spec.Field) []jen.Code {
+	var out []jen.Code
+	for _, fd := range fields {
+		st := jen.Id(goName(fd.Name)).Add(goType(fd.Type))
+		if len(fd.Doc) > 0 {
+			out = append(out, jen.Comment(docText(fd.Doc)))
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func genNamed(f *jen.File, n *spec.Named) {
+	if len(n.Doc) > 0 {
+		f.Comment(docText(n.Doc))
+	}
+	f.Type().Id(goName(n.Name)).Add(scalarGoType(n.Type.Kind))
+	f.Line()
+}
+
+func genEnum(f *jen.File, e *spec.Enum) {
+	gn := goName(e.Name)
+	if len(e.Doc) > 0 {
+		f.Comment(docText(e.Doc))
+	}
+	f.Type().Id(gn).Add(scalarGoType(e.Base))
+	f.Line()
+	f.Const().DefsFunc(func(g *jen.Group) {
+		for _, v := range e.Values {
+			if len(v.Doc) > 0 {
+				g.Comment(docText(v.Doc))
+			}
+			g.Id(gn + goName(v.Name)).Id(gn).Op("=").Lit(int(v.Value))
+		}
+	})
+	f.Line()
+	f.Commentf("Valid reports whether e is a declared %s.", gn)
+	f.Func().Params(jen.Id("e").Id(gn)).Id("Valid").Params().Bool().Block(
+		jen.Switch(jen.Id("e")).Block(
+			jen.CaseFunc(func(g *jen.Group) {
+				for _, v := range e.Values {
+					g.Id(gn + goName(v.Name))
+				}
+			}).Block(jen.Return(jen.True())),
+		),
+		jen.Return(jen.False()),
+	)
+	f.Line()
+	f.Func().Params(jen.Id("e").Id(gn)).Id("String").Params().String().Block(
+		jen.Switch(jen.Id("e")).BlockFunc(func(g *jen.Group) {
+			for _, v := range e.Values {
+				g.Case(jen.Id(gn + goName(v.Name))).Block(jen.Return(jen.Lit(v.Name)))
+			}
+		}),
+		jen.Return(jen.Lit(gn+"(").Op("+").Qual("strconv", "FormatUint").Call(jen.Uint64().Call(jen.Id("e")), jen.Lit(10)).Op("+").Lit(")")),
+	)
+	f.Line()
+}
+
+func genStruct(f *jen.File, s *spec.Struct) {
+	if len(s.Doc) > 0 {
+		f.Comment(docText(s.Doc))
+	}
+	f.Type().Id(goName(s.Name)).Struct(genFields(s.Fields)...)
+	f.Line()
+	genCodec(f, s.Name, s.Fields)
+}

@@ -1,0 +1,158 @@
+package gen
+
+import (
+	"github.com/dave/jennifer/jen"
+
+	"github.com/rrefkit/rref/spec"
+)
+
+// methodNames are the methods every generated message has; a field may not shadow them.
+var methodNames = map[string]bool{"MessageCode": true, "AppendBody": true, "BodySize": true}
+
+func genMessageInterface(f *jen.File, p *spec.Protocol) {
+	f.Comment("Code identifies a message type on the wire.")
+	f.Type().Id("Code").Uint16()
+	f.Line()
+	f.Const().DefsFunc(func(g *jen.Group) {
+		for _, m := range p.Messages {
+			g.Id("Code" + goName(m.Name)).Id("Code").Op("=").Lit(int(m.Code))
+		}
+	})
+	f.Line()
+	f.Func().Params(jen.Id("c").Id("Code")).Id("String").Params().String().Block(
+		jen.Switch(jen.Id("c")).BlockFunc(func(g *jen.Group) {
+			for _, m := range p.Messages {
+				g.Case(jen.Id("Code" + goName(m.Name))).Block(jen.Return(jen.Lit(m.Name)))
+			}
+		}),
+		jen.Return(jen.Lit("Code(").Op("+").Qual("strconv", "Itoa").Call(jen.Int().Call(jen.Id("c"))).Op("+").Lit(")")),
+	)
+	f.Line()
+	f.Comment("Codes lists every message code in declaration order.")
+	f.Var().Id("Codes").Op("=").Index().Id("Code").ValuesFunc(func(g *jen.Group) {
+		for _, m := range p.Messages {
+			g.Id("Code" + goName(m.Name))
+		}
+	})
+	f.Line()
+	f.Comment("Message is implemented by a pointer to every message struct.")
+	f.Type().Id("Message").Interface(
+		jen.Id("MessageCode").Params().Id("Code"),
+		jen.Comment("AppendBody appends the encoded body, without the frame header."),
+		jen.Id("AppendBody").Params(jen.Id("b").Index().Byte()).Index().Byte(),
+		jen.Comment("BodySize is the size AppendBody adds."),
+		jen.Id("BodySize").Params().Int(),
+	)
+	f.Line()
+}
+
+func genMessage(f *jen.File, m *spec.Message) {
+	gn := goName(m.Name)
+	if len(m.Doc) > 0 {
+		f.Comment(docText(m.Doc))
+	}
+	f.Type().Id(gn).Struct(genFields(m.Fields)...)
+	f.Line()
+	recv := jen.Id("m").Op("*").Id(gn)
+	f.Func().Params(recv.Clone()).Id("MessageCode").Params().Id("Code").Block(jen.Return(jen.Id("Code" + gn)))
+	f.Func().Params(recv.Clone()).Id("AppendBody").Params(jen.Id("b").Index().Byte()).Index().Byte().Block(
+		jen.Return(jen.Id("Append"+gn).Call(jen.Id("b"), jen.Id("m"))))
+	f.Func().Params(recv.Clone()).Id("BodySize").Params().Int().Block(jen.Return(jen.Id("Size" + gn).Call(jen.Id("m"))))
+	f.Line()
+	genCodec(f, m.Name, m.Fields)
+}
+
+// genFrame writes the frame layer: a version byte, the code as a uvarint, the body.
+func genFrame(f *jen.File, p *spec.Protocol) {
+	f.Comment("FrameVersion is the first byte of every frame of this protocol.")
+	f.Const().Id("FrameVersion").Op("=").Lit(p.Version)
+	f.Line()
+	f.Comment("SizeFrame is the encoded size of m's frame.")
+	f.Func().Id("SizeFrame").Params(jen.Id("m").Id("Message")).Int().Block(
+		jen.Return(jen.Lit(1).Op("+").Add(rt("SizeUvarint")).Call(jen.Uint64().Call(jen.Id("m").Dot("MessageCode").Call())).Op("+").Id("m").Dot("BodySize").Call()))
+	f.Line()
+	f.Comment("AppendFrame appends m as a frame: version, code, body.")
+	f.Func().Id("AppendFrame").Params(jen.Id("b").Index().Byte(), jen.Id("m").Id("Message")).Index().Byte().Block(
+		jen.Id("b").Op("=").Append(jen.Id("b"), jen.Id("FrameVersion")),
+		jen.Id("b").Op("=").Add(rt("AppendUvarint")).Call(jen.Id("b"), jen.Uint64().Call(jen.Id("m").Dot("MessageCode").Call())),
+		jen.Return(jen.Id("m").Dot("AppendBody").Call(jen.Id("b"))),
+	)
+	f.Line()
+	f.Comment("DecodeHeader checks a frame's version and limit and splits it into code and body.")
+	f.Func().Id("DecodeHeader").Params(jen.Id("b").Index().Byte(), jen.Id("lim").Op("*").Add(rt("Limits"))).
+		Params(jen.Id("Code"), jen.Index().Byte(), jen.Error()).Block(
+		jen.If(jen.Len(jen.Id("b")).Op("==").Lit(0)).Block(
+			jen.Return(jen.Lit(0), jen.Nil(), jen.Op("&").Add(rt("DecodeError")).Values(jen.Dict{jen.Id("Message"): jen.Lit("frame"), jen.Id("Err"): rt("ErrEmpty")}))),
+		jen.If(jen.Len(jen.Id("b")).Op(">").Id("lim").Dot("MaxFrame")).Block(
+			jen.Return(jen.Lit(0), jen.Nil(), jen.Op("&").Add(rt("DecodeError")).Values(jen.Dict{jen.Id("Message"): jen.Lit("frame"), jen.Id("Err"): rt("ErrTooLarge")}))),
+		jen.If(jen.Id("b").Index(jen.Lit(0)).Op("!=").Id("FrameVersion")).Block(
+			jen.Return(jen.Lit(0), jen.Nil(), jen.Op("&").Add(rt("DecodeError")).Values(jen.Dict{jen.Id("Message"): jen.Lit("frame"), jen.Id("Err"): rt("ErrVersion")}))),
+		jen.List(jen.Id("c"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeUvarintMax")).Call(jen.Id("b").Index(jen.Lit(1), jen.Empty()), jen.Qual("math", "MaxUint16")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(
+			jen.Return(jen.Lit(0), jen.Nil(), jen.Op("&").Add(rt("DecodeError")).Values(jen.Dict{jen.Id("Message"): jen.Lit("frame"), jen.Id("Field"): jen.Lit("code"), jen.Id("Offset"): jen.Lit(1), jen.Id("Err"): jen.Err()}))),
+		jen.Return(jen.Id("Code").Call(jen.Id("c")), jen.Id("b").Index(jen.Lit(1).Op("+").Id("k"), jen.Empty()), jen.Nil()),
+	)
+	f.Line()
+
+	trailing := func(name string) jen.Code {
+		return jen.If(jen.Id("n").Op("!=").Len(jen.Id("body"))).Block(
+			jen.Return(jen.Nil(), jen.Op("&").Add(rt("DecodeError")).Values(jen.Dict{jen.Id("Message"): jen.Lit(name), jen.Id("Offset"): jen.Id("n"), jen.Id("Err"): rt("ErrTrailing")})))
+	}
+	unknown := jen.Return(jen.Nil(), jen.Op("&").Add(rt("DecodeError")).Values(jen.Dict{jen.Id("Message"): jen.Lit("frame"), jen.Id("Field"): jen.Lit("code"), jen.Id("Offset"): jen.Lit(1), jen.Id("Err"): rt("ErrUnknownCode")}))
+
+	f.Comment("Decode decodes one whole frame into a newly allocated message. Trailing bytes,")
+	f.Comment("unknown codes and every out-of-bounds length are errors. A nil lim means DefaultLimits.")
+	f.Comment("For a decode with no allocation, use a Decoder.")
+	f.Func().Id("Decode").Params(jen.Id("b").Index().Byte(), jen.Id("lim").Op("*").Add(rt("Limits"))).Params(jen.Id("Message"), jen.Error()).Block(
+		jen.If(jen.Id("lim").Op("==").Nil()).Block(jen.Id("lim").Op("=").Op("&").Add(rt("DefaultLimits"))),
+		jen.List(jen.Id("code"), jen.Id("body"), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Switch(jen.Id("code")).BlockFunc(func(g *jen.Group) {
+			for _, m := range p.Messages {
+				gn := goName(m.Name)
+				g.Case(jen.Id("Code"+gn)).Block(
+					jen.List(jen.Id("v"), jen.Id("n"), jen.Err()).Op(":=").Id("Consume"+gn).Call(jen.Id("body"), jen.Id("lim")),
+					jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+					trailing(m.Name),
+					jen.Return(jen.Op("&").Id("v"), jen.Nil()),
+				)
+			}
+		}),
+		unknown,
+	)
+	f.Line()
+
+	f.Comment("Decoder decodes frames into storage it owns, so decoding control messages allocates")
+	f.Comment("nothing. The message Decode returns is valid until the next call; copy it to keep it.")
+	f.Comment("A Decoder is not safe for concurrent use.")
+	f.Type().Id("Decoder").StructFunc(func(g *jen.Group) {
+		g.Comment("Limits bound what is accepted; the zero value means DefaultLimits.")
+		g.Id("Limits").Add(rt("Limits"))
+		for _, m := range p.Messages {
+			g.Id(lowerFirst(goName(m.Name)) + "Msg").Id(goName(m.Name))
+		}
+	})
+	f.Line()
+	f.Comment("Decode decodes one whole frame, as the package-level Decode does.")
+	f.Func().Params(jen.Id("d").Op("*").Id("Decoder")).Id("Decode").Params(jen.Id("b").Index().Byte()).Params(jen.Id("Message"), jen.Error()).Block(
+		jen.Id("lim").Op(":=").Op("&").Id("d").Dot("Limits"),
+		jen.If(jen.Op("*").Id("lim").Op("==").Parens(rt("Limits").Values())).Block(jen.Id("lim").Op("=").Op("&").Add(rt("DefaultLimits"))),
+		jen.List(jen.Id("code"), jen.Id("body"), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Switch(jen.Id("code")).BlockFunc(func(g *jen.Group) {
+			for _, m := range p.Messages {
+				gn := goName(m.Name)
+				slot := jen.Id("d").Dot(lowerFirst(gn) + "Msg")
+				g.Case(jen.Id("Code"+gn)).Block(
+					jen.Var().Id("n").Int(),
+					jen.List(slot.Clone(), jen.Id("n"), jen.Err()).Op("=").Id("Consume"+gn).Call(jen.Id("body"), jen.Id("lim")),
+					jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+					trailing(m.Name),
+					jen.Return(jen.Op("&").Add(slot.Clone()), jen.Nil()),
+				)
+			}
+		}),
+		unknown,
+	)
+	f.Line()
+}

@@ -1,0 +1,224 @@
+package spec
+
+// Kind is the shape of a resolved type.
+type Kind int
+
+const (
+	KindU8 Kind = iota
+	KindU16
+	KindU32
+	KindU64
+	KindI64
+	KindBool
+	KindString
+	KindBytes
+	KindList
+	KindEnum
+	KindStruct
+)
+
+var scalarKinds = map[string]Kind{
+	"u8": KindU8, "u16": KindU16, "u32": KindU32, "u64": KindU64, "i64": KindI64,
+	"bool": KindBool, "string": KindString, "bytes": KindBytes,
+}
+
+func (k Kind) String() string {
+	for n, v := range scalarKinds {
+		if v == k {
+			return n
+		}
+	}
+	switch k {
+	case KindList:
+		return "list"
+	case KindEnum:
+		return "enum"
+	case KindStruct:
+		return "struct"
+	}
+	return "?"
+}
+
+// IsUnsigned reports whether k is one of the unsigned integer kinds.
+func (k Kind) IsUnsigned() bool { return k == KindU8 || k == KindU16 || k == KindU32 || k == KindU64 }
+
+// MaxValue is the largest value an unsigned kind holds.
+func (k Kind) MaxValue() uint64 {
+	switch k {
+	case KindU8:
+		return 1<<8 - 1
+	case KindU16:
+		return 1<<16 - 1
+	case KindU32:
+		return 1<<32 - 1
+	}
+	return 1<<64 - 1
+}
+
+// Type is a resolved field or payload type.
+type Type struct {
+	Kind   Kind
+	Elem   *Type   // KindList
+	Named  *Named  // set when a scalar came through a named type (type WorkerID = u32)
+	Enum   *Enum   // KindEnum
+	Struct *Struct // KindStruct
+}
+
+// Spelling is the type as written in the spec.
+func (t *Type) Spelling() string {
+	switch {
+	case t.Kind == KindList:
+		return "[]" + t.Elem.Spelling()
+	case t.Named != nil:
+		return t.Named.Name
+	case t.Kind == KindEnum:
+		return t.Enum.Name
+	case t.Kind == KindStruct:
+		return t.Struct.Name
+	}
+	return t.Kind.String()
+}
+
+// AllocFree reports whether decoding t needs no heap allocation (no strings, lists).
+// Bytes alias the input and do not allocate.
+func (t *Type) AllocFree() bool {
+	switch t.Kind {
+	case KindString, KindList:
+		return false
+	case KindStruct:
+		for _, f := range t.Struct.Fields {
+			if !f.Type.AllocFree() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Protocol is a resolved, validated spec: the generator's input.
+type Protocol struct {
+	Path       string // the source path as given, recorded in generated headers
+	Name       string
+	Version    int
+	Doc        []string
+	Named      []*Named
+	Enums      []*Enum
+	Structs    []*Struct // in dependency order: a struct follows the structs it contains
+	Messages   []*Message
+	Machines   []*Machine
+	Invariants []*Invariant
+}
+
+type Named struct {
+	Doc  []string
+	Name string
+	Type *Type // always a scalar
+	Pos  Pos
+}
+
+type EnumValue struct {
+	Doc   []string
+	Name  string
+	Value uint64
+}
+
+type Enum struct {
+	Doc    []string
+	Name   string
+	Base   Kind // an unsigned kind
+	Values []*EnumValue
+	Pos    Pos
+}
+
+type Field struct {
+	Doc  []string
+	Name string
+	Type *Type
+}
+
+type Struct struct {
+	Doc    []string
+	Name   string
+	Fields []*Field
+	Pos    Pos
+}
+
+type Message struct {
+	Doc    []string
+	Name   string
+	Code   uint64
+	Fields []*Field
+	Pos    Pos
+}
+
+// Control reports whether the message decodes without allocating.
+func (m *Message) Control() bool {
+	for _, f := range m.Fields {
+		if !f.Type.AllocFree() {
+			return false
+		}
+	}
+	return true
+}
+
+type State struct {
+	Doc   []string
+	Name  string
+	Index int
+	Start bool
+	Final bool
+	Hot   bool
+}
+
+type Event struct {
+	Doc     []string
+	Name    string
+	Index   int
+	Payload *Type    // a typed payload, or nil
+	Message *Message // the message this event delivers, or nil for a local action
+}
+
+// PayloadSpelling names the event's payload as written, or "" for none.
+func (e *Event) PayloadSpelling() string {
+	switch {
+	case e.Message != nil:
+		return e.Message.Name
+	case e.Payload != nil:
+		return e.Payload.Spelling()
+	}
+	return ""
+}
+
+// Transition is one cell of a machine's table: a move, or an explicit ignore (To == nil).
+type Transition struct {
+	Doc   []string
+	From  *State
+	Event *Event
+	To    *State // nil when the event is ignored in From
+}
+
+type Machine struct {
+	Doc         []string
+	Name        string
+	States      []*State
+	Events      []*Event
+	Start       *State
+	Transitions []*Transition // in declaration order, ignores after moves
+	Pos         Pos
+}
+
+// Lookup returns the transition for (s, e), or nil when the pair is illegal.
+func (m *Machine) Lookup(s *State, e *Event) *Transition {
+	for _, t := range m.Transitions {
+		if t.From == s && t.Event == e {
+			return t
+		}
+	}
+	return nil
+}
+
+type Invariant struct {
+	Doc  []string
+	Name string
+	Text string
+}

@@ -1,0 +1,517 @@
+package spec
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Parse parses and validates a spec. file is used in error positions and recorded
+// in the model. The error, if any, is an ErrorList with every problem found.
+func Parse(file string, src []byte) (*Protocol, error) {
+	ast, err := parse(file, string(src))
+	if err != nil {
+		return nil, ErrorList{err.(*Error)}
+	}
+	r := &resolver{file: file, p: &Protocol{Path: file}}
+	r.resolve(ast)
+	if len(r.errs) > 0 {
+		return nil, r.errs.sorted()
+	}
+	return r.p, nil
+}
+
+// ParseFile reads and parses a spec file.
+func ParseFile(path string) (*Protocol, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, src)
+}
+
+type resolver struct {
+	file    string
+	p       *Protocol
+	errs    ErrorList
+	names   map[string]Pos // every top-level type name
+	named   map[string]*Named
+	enums   map[string]*Enum
+	structs map[string]*Struct
+	astStr  map[string]*astStruct
+	msgs    map[string]*Message
+}
+
+func (r *resolver) errorf(p Pos, format string, args ...any) {
+	r.errs = append(r.errs, errorf(p, format, args...))
+}
+
+var reserved = map[string]bool{
+	"protocol": true, "version": true, "type": true, "enum": true, "struct": true, "message": true,
+	"machine": true, "invariant": true, "state": true, "event": true, "on": true, "ignore": true,
+	"in": true, "start": true, "final": true, "hot": true,
+}
+
+func (r *resolver) checkName(n astName, what string) bool {
+	if reserved[n.name] {
+		r.errorf(n.pos, "%s name %q is a reserved word", what, n.name)
+		return false
+	}
+	if _, scalar := scalarKinds[n.name]; scalar {
+		r.errorf(n.pos, "%s name %q is a built-in type", what, n.name)
+		return false
+	}
+	return true
+}
+
+// declareType records a top-level type name, reporting duplicates.
+func (r *resolver) declareType(n astName, what string) bool {
+	if !r.checkName(n, what) {
+		return false
+	}
+	if first, dup := r.names[n.name]; dup {
+		r.errorf(n.pos, "duplicate type name %q (first declared at %s)", n.name, first)
+		return false
+	}
+	r.names[n.name] = n.pos
+	return true
+}
+
+func (r *resolver) number(n astNumber, what string, max uint64) (uint64, bool) {
+	raw := n.raw
+	if strings.HasPrefix(raw, "-") {
+		r.errorf(n.pos, "bad %s %q: must not be negative", what, raw)
+		return 0, false
+	}
+	v, err := strconv.ParseUint(raw, 0, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			r.errorf(n.pos, "bad %s %q: out of range", what, raw)
+		} else {
+			r.errorf(n.pos, "bad %s %q: not a number", what, raw)
+		}
+		return 0, false
+	}
+	if v > max {
+		r.errorf(n.pos, "bad %s %d: must be at most %d", what, v, max)
+		return 0, false
+	}
+	return v, true
+}
+
+func (r *resolver) resolve(f *astFile) {
+	p := r.p
+	start := Pos{File: r.file, Line: 1, Col: 1}
+	if f.protocol == nil {
+		r.errorf(start, "missing \"protocol NAME;\" declaration")
+	} else {
+		p.Name = f.protocol.name
+		p.Doc = f.doc
+		if strings.ToLower(p.Name) != p.Name {
+			r.errorf(f.protocol.pos, "protocol name %q must be lower case (it names a Go package)", p.Name)
+		}
+	}
+	if f.version == nil {
+		r.errorf(start, "missing \"version N;\" declaration")
+	} else if v, ok := r.number(*f.version, "version", 255); ok {
+		if v == 0 {
+			r.errorf(f.version.pos, "bad version 0: must be 1 to 255")
+		}
+		p.Version = int(v)
+	}
+
+	r.names = map[string]Pos{}
+	r.named = map[string]*Named{}
+	r.enums = map[string]*Enum{}
+	r.structs = map[string]*Struct{}
+	r.astStr = map[string]*astStruct{}
+
+	// Declare every type name first so declarations may come in any order.
+	for _, d := range f.types {
+		if r.declareType(d.name, "type") {
+			r.named[d.name.name] = &Named{Doc: d.doc, Name: d.name.name, Pos: d.name.pos}
+		}
+	}
+	for _, d := range f.enums {
+		if r.declareType(d.name, "enum") {
+			r.enums[d.name.name] = &Enum{Doc: d.doc, Name: d.name.name, Pos: d.name.pos}
+		}
+	}
+	for _, d := range f.structs {
+		if r.declareType(d.name, "struct") {
+			r.structs[d.name.name] = &Struct{Doc: d.doc, Name: d.name.name, Pos: d.name.pos}
+			r.astStr[d.name.name] = d
+		}
+	}
+	msgNames := map[string]Pos{}
+	for _, d := range f.messages {
+		if !r.checkName(d.name, "message") {
+			continue
+		}
+		if first, dup := r.names[d.name.name]; dup {
+			r.errorf(d.name.pos, "duplicate name %q (first declared at %s)", d.name.name, first)
+			continue
+		}
+		if first, dup := msgNames[d.name.name]; dup {
+			r.errorf(d.name.pos, "duplicate message name %q (first declared at %s)", d.name.name, first)
+			continue
+		}
+		msgNames[d.name.name] = d.name.pos
+	}
+
+	for _, d := range f.types {
+		n := r.named[d.name.name]
+		if n == nil {
+			continue
+		}
+		if d.typ.list {
+			r.errorf(d.typ.pos, "named type %q must be a scalar, not a list", d.name.name)
+			continue
+		}
+		k, ok := scalarKinds[d.typ.name]
+		if !ok {
+			r.errorf(d.typ.pos, "named type %q must be a scalar (u8, u16, u32, u64, i64, bool, string, bytes), not %q", d.name.name, d.typ.name)
+			continue
+		}
+		n.Type = &Type{Kind: k, Named: n}
+		p.Named = append(p.Named, n)
+	}
+
+	for _, d := range f.enums {
+		e := r.enums[d.name.name]
+		if e == nil {
+			continue
+		}
+		k, ok := scalarKinds[d.base.name]
+		if d.base.list || !ok || !k.IsUnsigned() {
+			r.errorf(d.base.pos, "enum %q must be based on an unsigned integer type (u8, u16, u32, u64)", d.name.name)
+			continue
+		}
+		e.Base = k
+		seenName := map[string]Pos{}
+		seenVal := map[uint64]string{}
+		for _, v := range d.values {
+			if first, dup := seenName[v.name.name]; dup {
+				r.errorf(v.name.pos, "duplicate enum value name %q (first declared at %s)", v.name.name, first)
+				continue
+			}
+			seenName[v.name.name] = v.name.pos
+			val, ok := r.number(v.value, "enum value", k.MaxValue())
+			if !ok {
+				continue
+			}
+			if other, dup := seenVal[val]; dup {
+				r.errorf(v.value.pos, "duplicate enum value %d (also %q)", val, other)
+				continue
+			}
+			seenVal[val] = v.name.name
+			e.Values = append(e.Values, &EnumValue{Doc: v.doc, Name: v.name.name, Value: val})
+		}
+		if len(d.values) == 0 {
+			r.errorf(d.name.pos, "enum %q has no values", d.name.name)
+		}
+		p.Enums = append(p.Enums, e)
+	}
+
+	for _, d := range f.structs {
+		s := r.structs[d.name.name]
+		if s == nil {
+			continue
+		}
+		s.Fields = r.fields(d.fields)
+	}
+	r.orderStructs(f)
+
+	codes := map[uint64]string{}
+	r.msgs = map[string]*Message{}
+	for _, d := range f.messages {
+		if first, ok := msgNames[d.name.name]; !ok || first != d.name.pos {
+			continue
+		}
+		code, ok := r.number(d.code, "message code", 1<<14-1)
+		if ok && code == 0 {
+			r.errorf(d.code.pos, "bad message code 0: codes start at 1")
+			ok = false
+		}
+		if ok {
+			if other, dup := codes[code]; dup {
+				r.errorf(d.code.pos, "duplicate message code %d (also message %q)", code, other)
+			}
+			codes[code] = d.name.name
+		}
+		msg := &Message{Doc: d.doc, Name: d.name.name, Code: code, Fields: r.fields(d.fields), Pos: d.name.pos}
+		r.msgs[msg.Name] = msg
+		p.Messages = append(p.Messages, msg)
+	}
+
+	machineNames := map[string]Pos{}
+	for _, d := range f.machines {
+		if !r.checkName(d.name, "machine") {
+			continue
+		}
+		if first, dup := machineNames[d.name.name]; dup {
+			r.errorf(d.name.pos, "duplicate machine name %q (first declared at %s)", d.name.name, first)
+			continue
+		}
+		machineNames[d.name.name] = d.name.pos
+		if m := r.machine(d, msgNames); m != nil {
+			p.Machines = append(p.Machines, m)
+		}
+	}
+
+	invNames := map[string]Pos{}
+	for _, d := range f.invariants {
+		if first, dup := invNames[d.name.name]; dup {
+			r.errorf(d.name.pos, "duplicate invariant name %q (first declared at %s)", d.name.name, first)
+			continue
+		}
+		invNames[d.name.name] = d.name.pos
+		if strings.TrimSpace(d.text) == "" {
+			r.errorf(d.name.pos, "invariant %q has an empty description", d.name.name)
+		}
+		p.Invariants = append(p.Invariants, &Invariant{Doc: d.doc, Name: d.name.name, Text: d.text})
+	}
+}
+
+func (r *resolver) fields(ast []*astField) []*Field {
+	seen := map[string]Pos{}
+	var out []*Field
+	for _, fd := range ast {
+		if first, dup := seen[fd.name.name]; dup {
+			r.errorf(fd.name.pos, "duplicate field name %q (first declared at %s)", fd.name.name, first)
+			continue
+		}
+		seen[fd.name.name] = fd.name.pos
+		t := r.typeRef(fd.typ)
+		if t == nil {
+			continue
+		}
+		out = append(out, &Field{Doc: fd.doc, Name: fd.name.name, Type: t})
+	}
+	return out
+}
+
+func (r *resolver) typeRef(t *astTypeRef) *Type {
+	if t.list {
+		elem := r.typeRef(t.elem)
+		if elem == nil {
+			return nil
+		}
+		return &Type{Kind: KindList, Elem: elem}
+	}
+	if k, ok := scalarKinds[t.name]; ok {
+		return &Type{Kind: k}
+	}
+	if n, ok := r.named[t.name]; ok {
+		if n.Type == nil {
+			return nil // its own error is already reported
+		}
+		return &Type{Kind: n.Type.Kind, Named: n}
+	}
+	if e, ok := r.enums[t.name]; ok {
+		return &Type{Kind: KindEnum, Enum: e}
+	}
+	if s, ok := r.structs[t.name]; ok {
+		return &Type{Kind: KindStruct, Struct: s}
+	}
+	r.errorf(t.pos, "unknown type %q", t.name)
+	return nil
+}
+
+// orderStructs lists structs so each follows those it embeds, and reports a
+// struct that contains itself (directly or not) outside a list: it would be infinite.
+func (r *resolver) orderStructs(f *astFile) {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[*Struct]int{}
+	var visit func(s *Struct, path []string) bool
+	visit = func(s *Struct, path []string) bool {
+		switch color[s] {
+		case grey:
+			r.errorf(s.Pos, "struct %q contains itself (%s -> %s); use a list to break the cycle", s.Name, strings.Join(path, " -> "), s.Name)
+			return false
+		case black:
+			return true
+		}
+		color[s] = grey
+		for _, fd := range s.Fields {
+			t := fd.Type
+			for t.Kind == KindList {
+				t = t.Elem
+			}
+			if t.Kind == KindStruct {
+				if !visit(t.Struct, append(path, s.Name)) {
+					color[s] = black
+					return false
+				}
+			}
+		}
+		color[s] = black
+		r.p.Structs = append(r.p.Structs, s)
+		return true
+	}
+	for _, d := range f.structs {
+		if s := r.structs[d.name.name]; s != nil {
+			visit(s, nil)
+		}
+	}
+}
+
+func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
+	m := &Machine{Doc: d.doc, Name: d.name.name, Pos: d.name.pos}
+	states := map[string]*State{}
+	statePos := map[string]Pos{}
+	for _, s := range d.states {
+		if first, dup := statePos[s.name.name]; dup {
+			r.errorf(s.name.pos, "duplicate state %q in machine %s (first declared at %s)", s.name.name, m.Name, first)
+			continue
+		}
+		if !r.checkName(s.name, "state") {
+			continue
+		}
+		st := &State{Doc: s.doc, Name: s.name.name, Index: len(m.States), Start: s.start, Final: s.final, Hot: s.hot}
+		if st.Final && st.Hot {
+			r.errorf(s.name.pos, "state %q of machine %s is both final and hot: a run may end in a final state, never in a hot one", st.Name, m.Name)
+		}
+		if st.Start {
+			if m.Start != nil {
+				r.errorf(s.name.pos, "machine %s has two start states (%q and %q)", m.Name, m.Start.Name, st.Name)
+			} else {
+				m.Start = st
+			}
+		}
+		states[st.Name] = st
+		statePos[st.Name] = s.name.pos
+		m.States = append(m.States, st)
+	}
+	if len(m.States) == 0 {
+		r.errorf(d.name.pos, "machine %s declares no states", m.Name)
+		return nil
+	}
+	if m.Start == nil {
+		r.errorf(d.name.pos, "machine %s has no start state (mark one \"start state NAME;\")", m.Name)
+	}
+	hasFinal := false
+	for _, s := range m.States {
+		hasFinal = hasFinal || s.Final
+	}
+	if !hasFinal {
+		r.errorf(d.name.pos, "machine %s has no final state (mark one \"final state NAME;\")", m.Name)
+	}
+
+	events := map[string]*Event{}
+	eventPos := map[string]Pos{}
+	for _, e := range d.events {
+		if first, dup := eventPos[e.name.name]; dup {
+			r.errorf(e.name.pos, "duplicate event %q in machine %s (first declared at %s)", e.name.name, m.Name, first)
+			continue
+		}
+		if !r.checkName(e.name, "event") {
+			continue
+		}
+		ev := &Event{Doc: e.doc, Name: e.name.name, Index: len(m.Events)}
+		if e.payload != nil {
+			if msg := r.msgs[e.payload.name]; msg != nil && !e.payload.list {
+				ev.Message = msg
+			} else if _, declared := msgNames[e.payload.name]; !declared || e.payload.list {
+				ev.Payload = r.typeRef(e.payload)
+			}
+		}
+		events[ev.Name] = ev
+		eventPos[ev.Name] = e.name.pos
+		m.Events = append(m.Events, ev)
+	}
+
+	cells := map[[2]int]Pos{}
+	lookupState := func(n astName) *State {
+		s := states[n.name]
+		if s == nil {
+			r.errorf(n.pos, "unknown state %q in machine %s", n.name, m.Name)
+		}
+		return s
+	}
+	lookupEvent := func(n astName) *Event {
+		e := events[n.name]
+		if e == nil {
+			r.errorf(n.pos, "unknown event %q in machine %s", n.name, m.Name)
+		}
+		return e
+	}
+	claim := func(s *State, e *Event, p Pos) bool {
+		key := [2]int{s.Index, e.Index}
+		if first, dup := cells[key]; dup {
+			r.errorf(p, "machine %s: two transitions for state %q and event %q (first at %s)", m.Name, s.Name, e.Name, first)
+			return false
+		}
+		cells[key] = p
+		return true
+	}
+	for _, o := range d.ons {
+		ev := lookupEvent(o.event)
+		to := lookupState(o.to)
+		for _, fn := range o.from {
+			from := lookupState(fn)
+			if from == nil || ev == nil || to == nil {
+				continue
+			}
+			if from.Final {
+				r.errorf(fn.pos, "machine %s: transition out of final state %q on %q", m.Name, from.Name, ev.Name)
+				continue
+			}
+			if claim(from, ev, fn.pos) {
+				m.Transitions = append(m.Transitions, &Transition{Doc: o.doc, From: from, Event: ev, To: to})
+			}
+		}
+	}
+	for _, ig := range d.ignores {
+		ev := lookupEvent(ig.event)
+		for _, sn := range ig.in {
+			s := lookupState(sn)
+			if s == nil || ev == nil {
+				continue
+			}
+			if claim(s, ev, sn.pos) {
+				m.Transitions = append(m.Transitions, &Transition{Doc: ig.doc, From: s, Event: ev})
+			}
+		}
+	}
+	if m.Start == nil {
+		return m
+	}
+
+	// Every state must be reachable from the start and able to reach a final state.
+	reach := map[*State]bool{m.Start: true}
+	for changed := true; changed; {
+		changed = false
+		for _, t := range m.Transitions {
+			if t.To != nil && reach[t.From] && !reach[t.To] {
+				reach[t.To] = true
+				changed = true
+			}
+		}
+	}
+	done := map[*State]bool{}
+	for _, s := range m.States {
+		done[s] = s.Final
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, t := range m.Transitions {
+			if t.To != nil && done[t.To] && !done[t.From] {
+				done[t.From] = true
+				changed = true
+			}
+		}
+	}
+	for _, s := range m.States {
+		if !reach[s] {
+			r.errorf(statePos[s.Name], "machine %s: state %q is unreachable from start state %q", m.Name, s.Name, m.Start.Name)
+		} else if !done[s] && hasFinal {
+			r.errorf(statePos[s.Name], "machine %s: state %q has no path to a final state", m.Name, s.Name)
+		}
+	}
+	return m
+}
