@@ -119,8 +119,11 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 	}
 	checkErr := jen.If(jen.Err().Op("!=").Nil()).Block(fail(jen.Err()))
 	conv := func(val jen.Code) jen.Code {
-		if t.Kind == spec.KindEnum || t.Named != nil {
+		switch {
+		case t.Kind == spec.KindEnum || t.Named != nil:
 			return goType(t).Call(val)
+		case t.Kind == spec.KindString || t.Kind == spec.KindBytes || t.Kind == spec.KindBool || t.Kind == spec.KindU64 || t.Kind == spec.KindI64:
+			return val
 		}
 		return scalarGoType(baseKind(t)).Call(val)
 	}

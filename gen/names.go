@@ -24,8 +24,12 @@ func goName(s string) string {
 		if part == "" {
 			continue
 		}
-		if v, ok := initialisms[strings.ToLower(part)]; ok && part == strings.ToLower(part) {
+		if v, ok := initialisms[part]; ok {
 			b.WriteString(v)
+			continue
+		}
+		if v, ok := initialisms[strings.TrimSuffix(part, "s")]; ok && strings.HasSuffix(part, "s") {
+			b.WriteString(v + "s") // rrefs -> RRefs, ids -> IDs
 			continue
 		}
 		b.WriteString(strings.ToUpper(part[:1]) + part[1:])

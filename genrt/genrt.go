@@ -179,6 +179,9 @@ func ConsumeBytes(b []byte, lim *Limits) ([]byte, int, error) {
 	if l > uint64(len(b)-n) {
 		return nil, 0, ErrTruncated
 	}
+	if l == 0 {
+		return nil, n, nil // one representation for empty: nil, as a zero struct has
+	}
 	end := n + int(l)
 	return b[n:end:end], end, nil
 }

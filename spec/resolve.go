@@ -362,14 +362,12 @@ func (r *resolver) orderStructs(f *astFile) {
 
 func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 	m := &Machine{Doc: d.doc, Name: d.name.name, Pos: d.name.pos}
+	errsBefore := len(r.errs)
 	states := map[string]*State{}
 	statePos := map[string]Pos{}
 	for _, s := range d.states {
 		if first, dup := statePos[s.name.name]; dup {
 			r.errorf(s.name.pos, "duplicate state %q in machine %s (first declared at %s)", s.name.name, m.Name, first)
-			continue
-		}
-		if !r.checkName(s.name, "state") {
 			continue
 		}
 		st := &State{Doc: s.doc, Name: s.name.name, Index: len(m.States), Start: s.start, Final: s.final, Hot: s.hot}
@@ -407,9 +405,6 @@ func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 	for _, e := range d.events {
 		if first, dup := eventPos[e.name.name]; dup {
 			r.errorf(e.name.pos, "duplicate event %q in machine %s (first declared at %s)", e.name.name, m.Name, first)
-			continue
-		}
-		if !r.checkName(e.name, "event") {
 			continue
 		}
 		ev := &Event{Doc: e.doc, Name: e.name.name, Index: len(m.Events)}
@@ -478,7 +473,8 @@ func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 			}
 		}
 	}
-	if m.Start == nil {
+	if m.Start == nil || len(r.errs) > errsBefore {
+		// Reachability over a table with holes would only report consequences.
 		return m
 	}
 

@@ -71,7 +71,7 @@ type Call struct {
 	CallID   uint64
 	Function string
 	Args     []byte
-	Rrefs    []RRefDesc
+	RRefs    []RRefDesc
 }
 
 func (m *Call) MessageCode() Code {
@@ -90,9 +90,9 @@ func SizeCall(v *Call) int {
 	n += genrt.SizeUvarint(uint64(v.CallID))
 	n += genrt.SizeBytes(len(v.Function))
 	n += genrt.SizeBytes(len(v.Args))
-	n += genrt.SizeUvarint(uint64(len(v.Rrefs)))
-	for i0 := range v.Rrefs {
-		n += SizeRRefDesc(&v.Rrefs[i0])
+	n += genrt.SizeUvarint(uint64(len(v.RRefs)))
+	for i0 := range v.RRefs {
+		n += SizeRRefDesc(&v.RRefs[i0])
 	}
 	return n
 }
@@ -102,9 +102,9 @@ func AppendCall(b []byte, v *Call) []byte {
 	b = genrt.AppendUvarint(b, uint64(v.CallID))
 	b = genrt.AppendString(b, string(v.Function))
 	b = genrt.AppendBytes(b, v.Args)
-	b = genrt.AppendUvarint(b, uint64(len(v.Rrefs)))
-	for i0 := range v.Rrefs {
-		b = AppendRRefDesc(b, &v.Rrefs[i0])
+	b = genrt.AppendUvarint(b, uint64(len(v.RRefs)))
+	for i0 := range v.RRefs {
+		b = AppendRRefDesc(b, &v.RRefs[i0])
 	}
 	return b
 }
@@ -118,7 +118,7 @@ func ConsumeCall(b []byte, lim *genrt.Limits) (v Call, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("Call", "call_id", off, err)
 		}
-		v.CallID = uint64(x)
+		v.CallID = x
 		off += k
 	}
 	{
@@ -126,7 +126,7 @@ func ConsumeCall(b []byte, lim *genrt.Limits) (v Call, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("Call", "function", off, err)
 		}
-		v.Function = string(x)
+		v.Function = x
 		off += k
 	}
 	{
@@ -134,7 +134,7 @@ func ConsumeCall(b []byte, lim *genrt.Limits) (v Call, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("Call", "args", off, err)
 		}
-		v.Args = []byte(x)
+		v.Args = x
 		off += k
 	}
 	{
@@ -144,15 +144,15 @@ func ConsumeCall(b []byte, lim *genrt.Limits) (v Call, n int, err error) {
 		}
 		off += k
 		if c > 0 {
-			v.Rrefs = make([]RRefDesc, c)
+			v.RRefs = make([]RRefDesc, c)
 		}
-		for i0 := range v.Rrefs {
+		for i0 := range v.RRefs {
 			{
 				x, k, err := ConsumeRRefDesc(b[off:], lim)
 				if err != nil {
 					return v, 0, genrt.Wrap("Call", "rrefs", off, err)
 				}
-				v.Rrefs[i0] = x
+				v.RRefs[i0] = x
 				off += k
 			}
 		}
@@ -166,7 +166,7 @@ type CallRet struct {
 	Error   ErrorKind
 	Message string
 	Result  []byte
-	Rrefs   []RRefDesc
+	RRefs   []RRefDesc
 }
 
 func (m *CallRet) MessageCode() Code {
@@ -186,9 +186,9 @@ func SizeCallRet(v *CallRet) int {
 	n += 1
 	n += genrt.SizeBytes(len(v.Message))
 	n += genrt.SizeBytes(len(v.Result))
-	n += genrt.SizeUvarint(uint64(len(v.Rrefs)))
-	for i0 := range v.Rrefs {
-		n += SizeRRefDesc(&v.Rrefs[i0])
+	n += genrt.SizeUvarint(uint64(len(v.RRefs)))
+	for i0 := range v.RRefs {
+		n += SizeRRefDesc(&v.RRefs[i0])
 	}
 	return n
 }
@@ -199,9 +199,9 @@ func AppendCallRet(b []byte, v *CallRet) []byte {
 	b = append(b, byte(v.Error))
 	b = genrt.AppendString(b, string(v.Message))
 	b = genrt.AppendBytes(b, v.Result)
-	b = genrt.AppendUvarint(b, uint64(len(v.Rrefs)))
-	for i0 := range v.Rrefs {
-		b = AppendRRefDesc(b, &v.Rrefs[i0])
+	b = genrt.AppendUvarint(b, uint64(len(v.RRefs)))
+	for i0 := range v.RRefs {
+		b = AppendRRefDesc(b, &v.RRefs[i0])
 	}
 	return b
 }
@@ -215,7 +215,7 @@ func ConsumeCallRet(b []byte, lim *genrt.Limits) (v CallRet, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("CallRet", "call_id", off, err)
 		}
-		v.CallID = uint64(x)
+		v.CallID = x
 		off += k
 	}
 	{
@@ -233,7 +233,7 @@ func ConsumeCallRet(b []byte, lim *genrt.Limits) (v CallRet, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("CallRet", "message", off, err)
 		}
-		v.Message = string(x)
+		v.Message = x
 		off += k
 	}
 	{
@@ -241,7 +241,7 @@ func ConsumeCallRet(b []byte, lim *genrt.Limits) (v CallRet, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("CallRet", "result", off, err)
 		}
-		v.Result = []byte(x)
+		v.Result = x
 		off += k
 	}
 	{
@@ -251,15 +251,15 @@ func ConsumeCallRet(b []byte, lim *genrt.Limits) (v CallRet, n int, err error) {
 		}
 		off += k
 		if c > 0 {
-			v.Rrefs = make([]RRefDesc, c)
+			v.RRefs = make([]RRefDesc, c)
 		}
-		for i0 := range v.Rrefs {
+		for i0 := range v.RRefs {
 			{
 				x, k, err := ConsumeRRefDesc(b[off:], lim)
 				if err != nil {
 					return v, 0, genrt.Wrap("CallRet", "rrefs", off, err)
 				}
-				v.Rrefs[i0] = x
+				v.RRefs[i0] = x
 				off += k
 			}
 		}
@@ -276,7 +276,7 @@ type RemoteCall struct {
 	Fork     ForkID
 	Function string
 	Args     []byte
-	Rrefs    []RRefDesc
+	RRefs    []RRefDesc
 }
 
 func (m *RemoteCall) MessageCode() Code {
@@ -296,9 +296,9 @@ func SizeRemoteCall(v *RemoteCall) int {
 	n += SizeForkID(&v.Fork)
 	n += genrt.SizeBytes(len(v.Function))
 	n += genrt.SizeBytes(len(v.Args))
-	n += genrt.SizeUvarint(uint64(len(v.Rrefs)))
-	for i0 := range v.Rrefs {
-		n += SizeRRefDesc(&v.Rrefs[i0])
+	n += genrt.SizeUvarint(uint64(len(v.RRefs)))
+	for i0 := range v.RRefs {
+		n += SizeRRefDesc(&v.RRefs[i0])
 	}
 	return n
 }
@@ -309,9 +309,9 @@ func AppendRemoteCall(b []byte, v *RemoteCall) []byte {
 	b = AppendForkID(b, &v.Fork)
 	b = genrt.AppendString(b, string(v.Function))
 	b = genrt.AppendBytes(b, v.Args)
-	b = genrt.AppendUvarint(b, uint64(len(v.Rrefs)))
-	for i0 := range v.Rrefs {
-		b = AppendRRefDesc(b, &v.Rrefs[i0])
+	b = genrt.AppendUvarint(b, uint64(len(v.RRefs)))
+	for i0 := range v.RRefs {
+		b = AppendRRefDesc(b, &v.RRefs[i0])
 	}
 	return b
 }
@@ -341,7 +341,7 @@ func ConsumeRemoteCall(b []byte, lim *genrt.Limits) (v RemoteCall, n int, err er
 		if err != nil {
 			return v, 0, genrt.Wrap("RemoteCall", "function", off, err)
 		}
-		v.Function = string(x)
+		v.Function = x
 		off += k
 	}
 	{
@@ -349,7 +349,7 @@ func ConsumeRemoteCall(b []byte, lim *genrt.Limits) (v RemoteCall, n int, err er
 		if err != nil {
 			return v, 0, genrt.Wrap("RemoteCall", "args", off, err)
 		}
-		v.Args = []byte(x)
+		v.Args = x
 		off += k
 	}
 	{
@@ -359,15 +359,15 @@ func ConsumeRemoteCall(b []byte, lim *genrt.Limits) (v RemoteCall, n int, err er
 		}
 		off += k
 		if c > 0 {
-			v.Rrefs = make([]RRefDesc, c)
+			v.RRefs = make([]RRefDesc, c)
 		}
-		for i0 := range v.Rrefs {
+		for i0 := range v.RRefs {
 			{
 				x, k, err := ConsumeRRefDesc(b[off:], lim)
 				if err != nil {
 					return v, 0, genrt.Wrap("RemoteCall", "rrefs", off, err)
 				}
-				v.Rrefs[i0] = x
+				v.RRefs[i0] = x
 				off += k
 			}
 		}
@@ -478,7 +478,7 @@ func ConsumeFetchCall(b []byte, lim *genrt.Limits) (v FetchCall, n int, err erro
 		if err != nil {
 			return v, 0, genrt.Wrap("FetchCall", "fetch_id", off, err)
 		}
-		v.FetchID = uint64(x)
+		v.FetchID = x
 		off += k
 	}
 	{
@@ -549,7 +549,7 @@ func ConsumeFetchRet(b []byte, lim *genrt.Limits) (v FetchRet, n int, err error)
 		if err != nil {
 			return v, 0, genrt.Wrap("FetchRet", "fetch_id", off, err)
 		}
-		v.FetchID = uint64(x)
+		v.FetchID = x
 		off += k
 	}
 	{
@@ -575,7 +575,7 @@ func ConsumeFetchRet(b []byte, lim *genrt.Limits) (v FetchRet, n int, err error)
 		if err != nil {
 			return v, 0, genrt.Wrap("FetchRet", "message", off, err)
 		}
-		v.Message = string(x)
+		v.Message = x
 		off += k
 	}
 	{
@@ -583,7 +583,7 @@ func ConsumeFetchRet(b []byte, lim *genrt.Limits) (v FetchRet, n int, err error)
 		if err != nil {
 			return v, 0, genrt.Wrap("FetchRet", "value", off, err)
 		}
-		v.Value = []byte(x)
+		v.Value = x
 		off += k
 	}
 	return v, off, nil
@@ -713,7 +713,7 @@ func ConsumeForkAck(b []byte, lim *genrt.Limits) (v ForkAck, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("ForkAck", "refused", off, err)
 		}
-		v.Refused = bool(x)
+		v.Refused = x
 		off += k
 	}
 	return v, off, nil
@@ -781,7 +781,7 @@ func ConsumeChildAccept(b []byte, lim *genrt.Limits) (v ChildAccept, n int, err 
 		if err != nil {
 			return v, 0, genrt.Wrap("ChildAccept", "refused", off, err)
 		}
-		v.Refused = bool(x)
+		v.Refused = x
 		off += k
 	}
 	return v, off, nil
@@ -905,7 +905,7 @@ func ConsumeError(b []byte, lim *genrt.Limits) (v Error, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("Error", "message", off, err)
 		}
-		v.Message = string(x)
+		v.Message = x
 		off += k
 	}
 	return v, off, nil

@@ -114,7 +114,7 @@ func ConsumeRRefID(b []byte, lim *genrt.Limits) (v RRefID, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("RRefID", "local", off, err)
 		}
-		v.Local = uint64(x)
+		v.Local = x
 		off += k
 	}
 	return v, off, nil
@@ -161,7 +161,7 @@ func ConsumeForkID(b []byte, lim *genrt.Limits) (v ForkID, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("ForkID", "local", off, err)
 		}
-		v.Local = uint64(x)
+		v.Local = x
 		off += k
 	}
 	return v, off, nil
@@ -241,7 +241,7 @@ func ConsumeRRefDesc(b []byte, lim *genrt.Limits) (v RRefDesc, n int, err error)
 		if err != nil {
 			return v, 0, genrt.Wrap("RRefDesc", "type_name", off, err)
 		}
-		v.TypeName = string(x)
+		v.TypeName = x
 		off += k
 	}
 	return v, off, nil

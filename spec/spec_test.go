@@ -1,0 +1,203 @@
+package spec
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/txtar"
+)
+
+var update = flag.Bool("update", false, "rewrite expected errors in testdata")
+
+// TestInvalidSpecs checks that every malformed spec gets its positioned error.
+func TestInvalidSpecs(t *testing.T) {
+	path := filepath.Join("testdata", "invalid.txtar")
+	ar, err := txtar.ParseFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := 0
+	for i := 0; i < len(ar.Files); i++ {
+		f := &ar.Files[i]
+		if !strings.HasSuffix(f.Name, ".rspec") {
+			continue
+		}
+		if i+1 >= len(ar.Files) || ar.Files[i+1].Name != strings.TrimSuffix(f.Name, ".rspec")+".err" {
+			t.Fatalf("%s: not followed by its .err section", f.Name)
+		}
+		want := &ar.Files[i+1]
+		cases++
+		t.Run(strings.TrimSuffix(f.Name, ".rspec"), func(t *testing.T) {
+			_, err := Parse(f.Name, f.Data)
+			if err == nil {
+				t.Fatalf("%s parsed without error", f.Name)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not match ErrInvalid", err)
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Pos.Line < 1 || pe.Pos.Col < 1 || pe.Pos.File != f.Name {
+				t.Errorf("error %v carries no file:line:col", err)
+			}
+			first := strings.SplitN(err.Error(), "\n", 2)[0]
+			if *update {
+				want.Data = []byte(first + "\n")
+				return
+			}
+			if got := first + "\n"; got != string(want.Data) {
+				t.Errorf("first error:\n got %s want %s", got, want.Data)
+			}
+		})
+	}
+	if cases < 20 {
+		t.Errorf("only %d malformed specs; the corpus must keep at least 20", cases)
+	}
+	if *update {
+		if err := os.WriteFile(path, txtar.Format(ar), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRRefSpecIsValid(t *testing.T) {
+	p, err := RRef()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"Fork":     {"unknown", "known", "deleted"},
+		"Owner":    {"absent", "awaiting", "pending", "ready", "deleted", "failed"},
+		"User":     {"pending", "pending_released", "confirmed", "draining", "deleted", "lost", "orphaned"},
+		"ChildPin": {"pending", "accepted", "refused", "dropped"},
+	}
+	for _, m := range p.Machines {
+		var got []string
+		for _, s := range m.States {
+			got = append(got, s.Name)
+		}
+		if strings.Join(got, " ") != strings.Join(want[m.Name], " ") {
+			t.Errorf("machine %s states = %v, want %v", m.Name, got, want[m.Name])
+		}
+		delete(want, m.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("machines missing from the RRef spec: %v", want)
+	}
+	for _, name := range []string{"S1", "S2", "S3", "S4", "S5", "L1", "L2"} {
+		found := false
+		for _, inv := range p.Invariants {
+			found = found || inv.Name == name
+		}
+		if !found {
+			t.Errorf("invariant %s is not declared", name)
+		}
+	}
+}
+
+func TestLookupAndControl(t *testing.T) {
+	p, err := RRef()
+	if err != nil {
+		t.Fatal(err)
+	}
+	control := map[string]bool{}
+	for _, m := range p.Messages {
+		control[m.Name] = m.Control()
+	}
+	for _, name := range []string{"RemoteRet", "ForkRequest", "ForkAck", "ChildAccept", "UserDelete", "FetchCall"} {
+		if !control[name] {
+			t.Errorf("%s should be a control message (decodes without allocation)", name)
+		}
+	}
+	if control["Call"] {
+		t.Error("Call carries strings and lists; it is not a control message")
+	}
+	fork := p.Machines[0]
+	if tr := fork.Lookup(fork.States[0], fork.Events[2]); tr != nil {
+		t.Errorf("Fork: Delete in unknown should be illegal, got %+v", tr)
+	}
+}
+
+func TestInvalidUTF8(t *testing.T) {
+	_, err := Parse("x.rspec", []byte("protocol p;\nversion 1;\n\xff"))
+	if err == nil || !strings.Contains(err.Error(), "x.rspec:3:1: invalid UTF-8") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestErrorListReportsEveryProblem(t *testing.T) {
+	_, err := Parse("x.rspec", []byte("protocol p;\nversion 1;\nmessage A = 1 { x: Nope; }\nmessage B = 1 { y: Nada; }\n"))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 3 {
+		t.Fatalf("want 3 errors (two unknown types, one duplicate code), got %v", err)
+	}
+}
+
+func TestDocCommentsAttach(t *testing.T) {
+	src := "/// The protocol.\nprotocol p;\nversion 1;\n/// A message.\nmessage A = 1 {\n    /// A field.\n    x: u8;\n}\n"
+	p, err := Parse("x.rspec", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.Doc, ""); got != "The protocol." {
+		t.Errorf("protocol doc = %q", got)
+	}
+	if got := p.Messages[0].Doc; len(got) != 1 || got[0] != "A message." {
+		t.Errorf("message doc = %q", got)
+	}
+	if got := p.Messages[0].Fields[0].Doc; len(got) != 1 || got[0] != "A field." {
+		t.Errorf("field doc = %q", got)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(RRefSource)
+	if ar, err := txtar.ParseFile(filepath.Join("testdata", "invalid.txtar")); err == nil {
+		for _, file := range ar.Files {
+			if strings.HasSuffix(file.Name, ".rspec") {
+				f.Add(file.Data)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		p, err := Parse("fuzz.rspec", src)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error without ErrInvalid: %v", err)
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Pos.Line < 1 || pe.Pos.Col < 1 {
+				t.Fatalf("error without position: %v", err)
+			}
+			return
+		}
+		for _, m := range p.Machines {
+			if m.Start == nil {
+				t.Fatalf("valid machine %s without start state", m.Name)
+			}
+		}
+	})
+}
+
+// TestReadmeExample keeps the complete example in README.md valid.
+func TestReadmeExample(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "## A complete example\n\n```\n")
+	if !ok {
+		t.Fatal("README.md lost its complete example")
+	}
+	example, _, _ := strings.Cut(rest, "```")
+	p, err := Parse("README.md", []byte(example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Machines) != 1 || len(p.Messages) != 2 || len(p.Invariants) != 1 {
+		t.Fatalf("example resolved to %d machines, %d messages", len(p.Machines), len(p.Messages))
+	}
+}
