@@ -1,0 +1,243 @@
+// Package conformance runs scenario files (see shared/CONFORMANCE.md) against
+// the pure protocol core in a simulated network whose scheduler may deliver
+// any in-flight message next, explores the interleavings, and checks the
+// invariants S1-S5 and L1-L2 declared in the RRef spec on every step.
+package conformance
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Op is a scenario command.
+type Op string
+
+const (
+	OpWorkers Op = "workers"
+	OpNew     Op = "new"
+	OpRemote  Op = "remote"
+	OpPass    Op = "pass"
+	OpReturn  Op = "return"
+	OpFetch   Op = "fetch"
+	OpRelease Op = "release"
+	OpSettle  Op = "settle"
+	OpCrash   Op = "crash"
+	OpTimeout Op = "timeout"
+	OpExpect  Op = "expect"
+)
+
+// Cmd is one parsed line.
+type Cmd struct {
+	Line   int
+	Text   string
+	Op     Op
+	W, V   string // the acting worker; the other worker (owner, callee or caller)
+	X, Y   string // handles
+	Value  int64
+	Fail   bool   // remote ... fail
+	Expect string // value, error, either, count, clean
+	Kind   string // error kind or counter name
+	N      int64  // expected count
+}
+
+// Scenario is a parsed scenario file.
+type Scenario struct {
+	Name    string
+	Workers []string
+	Cmds    []Cmd // after the workers line
+	Comment string
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+
+// ErrorKinds are the failure kinds `expect error` accepts.
+var ErrorKinds = []string{"user", "timeout", "deleted", "owner-failed", "lost"}
+
+// CounterNames are the counters `expect count` accepts.
+var CounterNames = []string{"owners", "forks", "pending_users", "pending_children"}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse reads a scenario. Every problem is reported with its line number, and
+// a malformed file is rejected whole, before anything runs.
+func Parse(name string, src []byte) (*Scenario, error) {
+	sc := &Scenario{Name: name}
+	workers := map[string]bool{}
+	var errs []string
+	fail := func(line int, format string, args ...any) {
+		errs = append(errs, fmt.Sprintf("%s:%d: %s", name, line, fmt.Sprintf(format, args...)))
+	}
+	var comment []string
+	inHeader := true
+	for i, raw := range strings.Split(string(src), "\n") {
+		line := i + 1
+		text := raw
+		if j := strings.IndexByte(text, '#'); j >= 0 {
+			if inHeader && strings.TrimSpace(text[:j]) == "" {
+				comment = append(comment, strings.TrimSpace(text[j+1:]))
+			}
+			text = text[:j]
+		}
+		f := strings.Fields(text)
+		if len(f) == 0 {
+			continue
+		}
+		inHeader = false
+		c := Cmd{Line: line, Text: strings.Join(f, " "), Op: Op(f[0])}
+		args := f[1:]
+		need := func(n int, usage string) bool {
+			if len(args) != n {
+				fail(line, "%s takes %d arguments: %s", f[0], n, usage)
+				return false
+			}
+			return true
+		}
+		worker := func(s string) bool {
+			if !workers[s] {
+				fail(line, "unknown worker %q (declared: %s)", s, strings.Join(sc.Workers, " "))
+				return false
+			}
+			return true
+		}
+		handle := func(s string) bool {
+			if !nameRE.MatchString(s) {
+				fail(line, "bad handle name %q", s)
+				return false
+			}
+			return true
+		}
+		value := func(s string) (int64, bool) {
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				fail(line, "bad integer %q", s)
+				return 0, false
+			}
+			return v, true
+		}
+		if c.Op != OpWorkers && sc.Workers == nil {
+			fail(line, "the first command must be \"workers\"")
+			break
+		}
+		switch c.Op {
+		case OpWorkers:
+			if sc.Workers != nil {
+				fail(line, "workers declared twice")
+				continue
+			}
+			if len(args) == 0 {
+				fail(line, "workers needs at least one name")
+				continue
+			}
+			for _, w := range args {
+				if !nameRE.MatchString(w) {
+					fail(line, "bad worker name %q", w)
+				} else if workers[w] {
+					fail(line, "worker %q declared twice", w)
+				}
+				workers[w] = true
+				sc.Workers = append(sc.Workers, w)
+			}
+			continue
+		case OpNew:
+			if need(3, "new W x V") && worker(args[0]) && handle(args[1]) {
+				c.W, c.X = args[0], args[1]
+				c.Value, _ = value(args[2])
+			}
+		case OpRemote:
+			if need(4, "remote W O x V|fail") && worker(args[0]) && worker(args[1]) && handle(args[2]) {
+				c.W, c.V, c.X = args[0], args[1], args[2]
+				if args[3] == "fail" {
+					c.Fail = true
+				} else {
+					c.Value, _ = value(args[3])
+				}
+			}
+		case OpPass, OpReturn:
+			if need(4, string(c.Op)+" W V x y") && worker(args[0]) && worker(args[1]) && handle(args[2]) && handle(args[3]) {
+				c.W, c.V, c.X, c.Y = args[0], args[1], args[2], args[3]
+			}
+		case OpFetch, OpRelease, OpTimeout:
+			if need(2, string(c.Op)+" W x") && worker(args[0]) && handle(args[1]) {
+				c.W, c.X = args[0], args[1]
+			}
+		case OpSettle:
+			need(0, "settle")
+		case OpCrash:
+			if need(1, "crash W") && worker(args[0]) {
+				c.W = args[0]
+			}
+		case OpExpect:
+			if len(args) == 0 {
+				fail(line, "expect needs a kind: value, error, either, count or clean")
+				continue
+			}
+			c.Expect = args[0]
+			rest := args[1:]
+			switch c.Expect {
+			case "value":
+				if len(rest) != 3 {
+					fail(line, "expect value takes 3 arguments: expect value W x V")
+				} else if worker(rest[0]) && handle(rest[1]) {
+					c.W, c.X = rest[0], rest[1]
+					c.Value, _ = value(rest[2])
+				}
+			case "error":
+				if len(rest) != 3 {
+					fail(line, "expect error takes 3 arguments: expect error W x K")
+				} else if worker(rest[0]) && handle(rest[1]) {
+					c.W, c.X, c.Kind = rest[0], rest[1], rest[2]
+					if !contains(ErrorKinds, c.Kind) {
+						fail(line, "unknown error kind %q (one of %s)", c.Kind, strings.Join(ErrorKinds, ", "))
+					}
+				}
+			case "either":
+				if len(rest) != 4 {
+					fail(line, "expect either takes 4 arguments: expect either W x V K")
+				} else if worker(rest[0]) && handle(rest[1]) {
+					c.W, c.X, c.Kind = rest[0], rest[1], rest[3]
+					c.Value, _ = value(rest[2])
+					if !contains(ErrorKinds, c.Kind) {
+						fail(line, "unknown error kind %q (one of %s)", c.Kind, strings.Join(ErrorKinds, ", "))
+					}
+				}
+			case "count":
+				if len(rest) != 3 {
+					fail(line, "expect count takes 3 arguments: expect count W K N")
+				} else if worker(rest[0]) {
+					c.W, c.Kind = rest[0], rest[1]
+					if !contains(CounterNames, c.Kind) {
+						fail(line, "unknown counter %q (one of %s)", c.Kind, strings.Join(CounterNames, ", "))
+					}
+					c.N, _ = value(rest[2])
+				}
+			case "clean":
+				if len(rest) != 0 {
+					fail(line, "expect clean takes no arguments")
+				}
+			default:
+				fail(line, "unknown expectation %q (value, error, either, count or clean)", c.Expect)
+			}
+		default:
+			fail(line, "unknown command %q", f[0])
+			continue
+		}
+		sc.Cmds = append(sc.Cmds, c)
+	}
+	if sc.Workers == nil && len(errs) == 0 {
+		errs = append(errs, fmt.Sprintf("%s:1: no \"workers\" line", name))
+	}
+	sc.Comment = strings.Join(comment, " ")
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("conformance: %s", strings.Join(errs, "\n"))
+	}
+	return sc, nil
+}

@@ -1,0 +1,854 @@
+package conformance
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+type (
+	WorkerID = rref.WorkerID
+	RRefID   = rref.RRefID
+	ForkID   = rref.ForkID
+)
+
+// Violation is a broken invariant or a failed expectation.
+type Violation struct {
+	Invariant string // S1..S5, L1, L2, or "expect"
+	Line      int    // the scenario line, when one is to blame
+	Detail    string
+}
+
+func (v *Violation) Error() string {
+	if v.Line > 0 {
+		return fmt.Sprintf("%s at line %d: %s", v.Invariant, v.Line, v.Detail)
+	}
+	return fmt.Sprintf("%s: %s", v.Invariant, v.Detail)
+}
+
+type inFlight struct {
+	from, to WorkerID
+	notice   bool // `to` learns that `from` failed
+	msg      rref.Message
+	key      string
+}
+
+func (m inFlight) String() string {
+	if m.notice {
+		return fmt.Sprintf("notice to %d: worker %d failed", m.to, m.from)
+	}
+	return fmt.Sprintf("%d->%d %s", m.from, m.to, core.FormatMessage(m.msg))
+}
+
+type handleKey struct {
+	w    WorkerID
+	name string
+}
+
+type progHandle struct {
+	id       core.HandleID
+	released bool
+	rref     RRefID
+	fork     ForkID // zero for a handle on the owner
+	onOwner  bool
+	timedOut bool
+}
+
+type fetchState struct {
+	done        bool
+	value       []byte
+	err         rref.ErrorKind
+	liveAtIssue bool
+	timedOut    bool
+}
+
+// travelling is a handle on its way to a program: passed or returned, not yet bound.
+type travelling struct {
+	to   WorkerID
+	name string
+	rref RRefID
+	fork ForkID
+}
+
+// monitor is the ground truth the invariants are checked against. It only
+// observes: what programs did, and what cores emitted.
+type monitor struct {
+	values        map[RRefID]int64 // expected value; absent for a failing remote
+	failing       map[RRefID]bool
+	deletes       map[ForkID]int
+	answered      map[ForkID]bool
+	refused       map[ForkID]bool
+	children      map[ForkID][]ForkID
+	path          map[ForkID][]WorkerID
+	exempt        map[ForkID]bool
+	exemptRRef    map[RRefID]bool
+	remoteArrived map[RRefID]bool
+	owners        map[RRefID]WorkerID
+	crashed       bool
+}
+
+func newMonitor() *monitor {
+	return &monitor{values: map[RRefID]int64{}, failing: map[RRefID]bool{}, deletes: map[ForkID]int{},
+		answered: map[ForkID]bool{}, refused: map[ForkID]bool{}, children: map[ForkID][]ForkID{},
+		path: map[ForkID][]WorkerID{}, exempt: map[ForkID]bool{}, exemptRRef: map[RRefID]bool{},
+		remoteArrived: map[RRefID]bool{}, owners: map[RRefID]WorkerID{}}
+}
+
+func (m *monitor) clone() *monitor {
+	n := *m
+	n.values = maps.Clone(m.values)
+	n.failing = maps.Clone(m.failing)
+	n.deletes = maps.Clone(m.deletes)
+	n.answered = maps.Clone(m.answered)
+	n.refused = maps.Clone(m.refused)
+	n.children = maps.Clone(m.children)
+	n.path = maps.Clone(m.path)
+	n.exempt = maps.Clone(m.exempt)
+	n.exemptRRef = maps.Clone(m.exemptRRef)
+	n.remoteArrived = maps.Clone(m.remoteArrived)
+	n.owners = maps.Clone(m.owners)
+	return &n
+}
+
+// CoreFactory makes the core of one worker; tests substitute mutated cores.
+type CoreFactory func(self WorkerID) *core.Core
+
+// World is one state of a scenario's run: every worker's core, the network,
+// the program's progress and the monitors.
+type World struct {
+	sc        *Scenario
+	ids       map[string]WorkerID
+	cores     []*core.Core // index id-1
+	dead      []bool
+	inflight  []inFlight
+	pc        int
+	returning bool // a return command waits for its callee to answer
+	handles   map[handleKey]*progHandle
+	fetches   map[handleKey]*fetchState
+	fetchIDs  map[[2]uint64]handleKey      // (worker, fetch id)
+	returns   map[[2]uint64]string          // (caller, call id) -> name of the returned handle
+	travel    map[ForkID]travelling         // passed or returned handles not yet bound
+	mon       *monitor
+	violation *Violation
+}
+
+// NewWorld starts a scenario's run.
+func NewWorld(sc *Scenario, factory CoreFactory) *World {
+	if factory == nil {
+		factory = func(self WorkerID) *core.Core { return core.New(self) }
+	}
+	w := &World{sc: sc, ids: map[string]WorkerID{}, handles: map[handleKey]*progHandle{},
+		fetches: map[handleKey]*fetchState{}, fetchIDs: map[[2]uint64]handleKey{}, returns: map[[2]uint64]string{},
+		travel: map[ForkID]travelling{}, mon: newMonitor()}
+	for i, name := range sc.Workers {
+		id := WorkerID(i + 1)
+		w.ids[name] = id
+		w.cores = append(w.cores, factory(id))
+		w.dead = append(w.dead, false)
+	}
+	return w
+}
+
+// Clone returns an independent copy.
+func (w *World) Clone() *World {
+	n := *w
+	n.cores = make([]*core.Core, len(w.cores))
+	for i, c := range w.cores {
+		n.cores[i] = c.Clone()
+	}
+	n.dead = slices.Clone(w.dead)
+	n.inflight = slices.Clone(w.inflight)
+	n.handles = make(map[handleKey]*progHandle, len(w.handles))
+	for k, h := range w.handles {
+		hh := *h
+		n.handles[k] = &hh
+	}
+	n.fetches = make(map[handleKey]*fetchState, len(w.fetches))
+	for k, f := range w.fetches {
+		ff := *f
+		n.fetches[k] = &ff
+	}
+	n.fetchIDs = maps.Clone(w.fetchIDs)
+	n.returns = maps.Clone(w.returns)
+	n.travel = maps.Clone(w.travel)
+	n.mon = w.mon.clone()
+	return &n
+}
+
+func (w *World) name(id WorkerID) string { return w.sc.Workers[id-1] }
+func (w *World) core(id WorkerID) *core.Core { return w.cores[id-1] }
+
+func (w *World) fail(inv string, line int, format string, args ...any) {
+	if w.violation == nil {
+		w.violation = &Violation{Invariant: inv, Line: line, Detail: fmt.Sprintf(format, args...)}
+	}
+}
+
+// Violation returns the first violation found, if any.
+func (w *World) Violation() *Violation { return w.violation }
+
+// Finished reports whether every command ran and nothing is in flight.
+func (w *World) Finished() bool { return w.pc == len(w.sc.Cmds) && len(w.inflight) == 0 }
+
+// Choices lists what may happen next: -1 runs the next command, i >= 0
+// delivers in-flight message i. Identical messages are offered once.
+func (w *World) Choices() []int {
+	var out []int
+	if w.enabled() {
+		out = append(out, -1)
+	}
+	seen := map[string]bool{}
+	for i, m := range w.inflight {
+		if !seen[m.key] {
+			seen[m.key] = true
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Describe says what choice c does, for traces.
+func (w *World) Describe(c int) string {
+	if c < 0 {
+		cmd := w.sc.Cmds[w.pc]
+		return fmt.Sprintf("line %d: %s", cmd.Line, cmd.Text)
+	}
+	m := w.inflight[c]
+	if m.notice {
+		return fmt.Sprintf("deliver to %s: %s failed", w.name(m.to), w.name(m.from))
+	}
+	return fmt.Sprintf("deliver %s->%s %s", w.name(m.from), w.name(m.to), core.FormatMessage(m.msg))
+}
+
+// Step applies choice c.
+func (w *World) Step(c int) {
+	if c < 0 {
+		w.exec()
+		return
+	}
+	m := w.inflight[c]
+	w.inflight = slices.Delete(w.inflight, c, c+1)
+	if w.dead[m.to-1] {
+		return
+	}
+	cr := w.core(m.to)
+	if m.notice {
+		cr.PeerFailed(m.from)
+	} else {
+		if rc, ok := m.msg.(*rref.RemoteCall); ok {
+			w.mon.remoteArrived[rc.RRef] = true
+		}
+		cr.Deliver(m.from, m.msg)
+	}
+	w.drain(m.to)
+}
+
+func (w *World) handle(k handleKey) *progHandle { return w.handles[k] }
+
+// enabled reports whether the next command can run now.
+func (w *World) enabled() bool {
+	if w.pc >= len(w.sc.Cmds) || w.returning {
+		return false
+	}
+	c := w.sc.Cmds[w.pc]
+	if c.W != "" && w.dead[w.ids[c.W]-1] && c.Op != OpExpect && c.Op != OpCrash {
+		return false // a dead worker runs nothing: the scenario waits (and L1 reports it)
+	}
+	has := func(wn, x string) bool { return w.handles[handleKey{w.ids[wn], x}] != nil }
+	switch c.Op {
+	case OpPass, OpReturn, OpFetch, OpRelease, OpTimeout:
+		return has(c.W, c.X)
+	case OpSettle:
+		return len(w.inflight) == 0
+	case OpExpect:
+		switch c.Expect {
+		case "value", "error", "either":
+			f := w.fetches[handleKey{w.ids[c.W], c.X}]
+			return f != nil && f.done
+		}
+	}
+	return true
+}
+
+// Blocked describes why the next command cannot run, for L1 reports.
+func (w *World) Blocked() string {
+	if w.pc >= len(w.sc.Cmds) {
+		return "nothing"
+	}
+	c := w.sc.Cmds[w.pc]
+	if w.returning {
+		return fmt.Sprintf("line %d (%s) waits for its callee to answer", c.Line, c.Text)
+	}
+	return fmt.Sprintf("line %d (%s) can never proceed", c.Line, c.Text)
+}
+
+func valueBytes(v int64) []byte { return []byte(strconv.FormatInt(v, 10)) }
+
+func (w *World) bind(k handleKey, h core.HandleID) {
+	st := w.core(k.w).Handle(h)
+	w.handles[k] = &progHandle{id: h, rref: st.RRef, fork: st.Fork, onOwner: st.IsOwner}
+	if st.IsOwner {
+		w.handles[k].fork = ForkID{}
+	}
+}
+
+func (w *World) exec() {
+	c := w.sc.Cmds[w.pc]
+	w.pc++
+	wid := w.ids[c.W]
+	k := handleKey{wid, c.X}
+	switch c.Op {
+	case OpNew:
+		h := w.core(wid).NewLocal(valueBytes(c.Value))
+		w.bind(k, h)
+		w.mon.values[w.handles[k].rref] = c.Value
+	case OpRemote:
+		fn := "identity"
+		if c.Fail {
+			fn = "fail"
+		}
+		h, err := w.core(wid).Remote(w.ids[c.V], fn, valueBytes(c.Value), nil)
+		if err != nil {
+			w.fail("L1", c.Line, "remote failed: %v", err)
+			return
+		}
+		w.bind(k, h)
+		id := w.handles[k].rref
+		w.mon.owners[id] = w.ids[c.V]
+		if c.Fail {
+			w.mon.failing[id] = true
+		} else {
+			w.mon.values[id] = c.Value
+		}
+	case OpPass:
+		h := w.handles[k]
+		if _, err := w.core(wid).Call(w.ids[c.V], "__pass", []byte(c.Y), []core.HandleID{h.id}); err != nil {
+			w.fail("L1", c.Line, "pass failed: %v", err)
+		}
+	case OpReturn:
+		caller := w.ids[c.V]
+		id, err := w.core(caller).Call(wid, "__return", []byte(c.X), nil)
+		if err != nil {
+			w.fail("L1", c.Line, "return failed: %v", err)
+			return
+		}
+		w.returns[[2]uint64{uint64(caller), id}] = c.Y
+		w.returning = true
+		w.drain(caller)
+	case OpFetch:
+		h := w.handles[k]
+		f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut}
+		id := h.id
+		if h.released {
+			id = 0 // a released handle: the core answers deleted at once
+		}
+		w.fetches[k] = f
+		fid := w.core(wid).Fetch(id)
+		w.fetchIDs[[2]uint64{uint64(wid), fid}] = k
+	case OpRelease:
+		h := w.handles[k]
+		if !h.released {
+			h.released = true
+			if err := w.core(wid).Release(h.id); err != nil {
+				w.fail("S5", c.Line, "release refused: %v", err)
+			}
+		}
+	case OpTimeout:
+		h := w.handles[k]
+		h.timedOut = true
+		if !h.onOwner {
+			w.core(wid).Timeout(h.id)
+		}
+	case OpCrash:
+		w.crash(wid)
+		return
+	case OpSettle:
+	case OpExpect:
+		w.expect(c)
+		return
+	}
+	if wid != 0 {
+		w.drain(wid)
+	}
+}
+
+func (w *World) crash(x WorkerID) {
+	if w.dead[x-1] {
+		return
+	}
+	w.dead[x-1] = true
+	w.mon.crashed = true
+	kept := w.inflight[:0]
+	for _, m := range w.inflight {
+		if m.from != x && m.to != x {
+			kept = append(kept, m)
+		}
+	}
+	w.inflight = kept
+	// Exemptions of S1: forks still unanswered below the dead worker, and values
+	// whose creator died before its RemoteCall reached the owner.
+	for f, p := range w.mon.path {
+		if !w.mon.answered[f] && slices.Contains(p, x) {
+			w.mon.exempt[f] = true
+		}
+	}
+	for _, h := range w.handles {
+		if h.rref.Worker == x && !w.mon.remoteArrived[h.rref] {
+			w.mon.exemptRRef[h.rref] = true
+		}
+	}
+	for i := range w.cores {
+		if to := WorkerID(i + 1); to != x && !w.dead[i] {
+			w.push(inFlight{from: x, to: to, notice: true})
+		}
+	}
+}
+
+func (w *World) push(m inFlight) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d>%d:", m.from, m.to)
+	if m.notice {
+		b.WriteString("notice")
+	} else {
+		b.Write(rref.AppendFrame(nil, m.msg))
+	}
+	m.key = b.String()
+	w.inflight = append(w.inflight, m)
+}
+
+func (w *World) expect(c Cmd) {
+	wid := w.ids[c.W]
+	switch c.Expect {
+	case "count":
+		n := w.core(wid).Counters()
+		got := map[string]int{"owners": n.Owners, "forks": n.Forks, "pending_users": n.PendingUsers, "pending_children": n.PendingChildren}[c.Kind]
+		if int64(got) != c.N {
+			w.fail("expect", c.Line, "%s: %s is %d, want %d", c.W, c.Kind, got, c.N)
+		}
+		return
+	case "clean":
+		for i, cr := range w.cores {
+			if w.dead[i] {
+				continue
+			}
+			if n := cr.Counters(); !n.Clean() {
+				w.fail("expect", c.Line, "%s is not clean: owners=%d forks=%d pending_users=%d pending_children=%d\n%s",
+					w.sc.Workers[i], n.Owners, n.Forks, n.PendingUsers, n.PendingChildren, cr.Dump())
+				return
+			}
+		}
+		return
+	}
+	f := w.fetches[handleKey{wid, c.X}]
+	kind := kindName(f.err)
+	want := string(valueBytes(c.Value))
+	switch c.Expect {
+	case "value":
+		if f.err != rref.ErrorKindNone || string(f.value) != want {
+			w.fail("expect", c.Line, "%s's fetch of %s got %s, want value %s", c.W, c.X, describeFetch(f), want)
+		}
+	case "error":
+		if kind != c.Kind {
+			w.fail("expect", c.Line, "%s's fetch of %s got %s, want error %s", c.W, c.X, describeFetch(f), c.Kind)
+		}
+	case "either":
+		if !(f.err == rref.ErrorKindNone && string(f.value) == want) && kind != c.Kind {
+			w.fail("expect", c.Line, "%s's fetch of %s got %s, want value %s or error %s", c.W, c.X, describeFetch(f), want, c.Kind)
+		}
+	}
+}
+
+func kindName(k rref.ErrorKind) string {
+	if k == rref.ErrorKindOwnerFailed {
+		return "owner-failed"
+	}
+	return k.String()
+}
+
+func describeFetch(f *fetchState) string {
+	if f.err == rref.ErrorKindNone {
+		return "value " + string(f.value)
+	}
+	return "error " + kindName(f.err)
+}
+
+// drain takes a core's outputs, plays the program's part (running functions,
+// binding handles, recording fetches) and feeds the monitors, until quiet.
+func (w *World) drain(id WorkerID) {
+	cr := w.core(id)
+	for cr.HasReady() {
+		r := cr.TakeReady()
+		for _, err := range r.Errors {
+			w.fail("S5", 0, "worker %s: %v", w.name(id), err)
+		}
+		for _, m := range r.Messages {
+			w.observe(id, m)
+			if !w.dead[m.To-1] {
+				w.push(inFlight{from: id, to: m.To, msg: m.Msg})
+			}
+		}
+		for _, fr := range r.Freed {
+			w.checkFreed(id, fr.RRef)
+		}
+		for _, run := range r.Runs {
+			w.run(id, run)
+		}
+		for _, fr := range r.Fetches {
+			w.fetched(id, fr)
+		}
+		for _, cres := range r.Calls {
+			y, ok := w.returns[[2]uint64{uint64(id), cres.CallID}]
+			if !ok {
+				continue
+			}
+			delete(w.returns, [2]uint64{uint64(id), cres.CallID})
+			if len(cres.Handles) == 1 {
+				w.bindTravelled(handleKey{id, y}, cres.Handles[0])
+			}
+		}
+	}
+}
+
+func (w *World) bindTravelled(k handleKey, h core.HandleID) {
+	w.bind(k, h)
+	st := w.core(k.w).Handle(h)
+	for f, t := range w.travel {
+		if t.to == k.w && t.name == k.name && t.rref == st.RRef {
+			delete(w.travel, f)
+		}
+	}
+}
+
+func (w *World) run(id WorkerID, run core.Run) {
+	cr := w.core(id)
+	switch {
+	case run.Kind == core.RunRemote:
+		if run.Fn == "fail" {
+			cr.CompleteRemote(run.RRef, nil, true, "scenario function failed")
+		} else {
+			cr.CompleteRemote(run.RRef, run.Args, false, "")
+		}
+	case run.Fn == "__pass":
+		if len(run.Handles) == 1 {
+			w.bindTravelled(handleKey{id, string(run.Args)}, run.Handles[0])
+		}
+		cr.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
+	case run.Fn == "__return":
+		h := w.handles[handleKey{id, string(run.Args)}]
+		var refs []core.HandleID
+		if h != nil && !h.released {
+			refs = []core.HandleID{h.id}
+		}
+		if err := cr.Return(run.From, run.CallID, nil, refs, rref.ErrorKindNone, ""); err != nil {
+			w.fail("L1", 0, "return of %s refused: %v", string(run.Args), err)
+		}
+		w.returning = false
+	default:
+		cr.Return(run.From, run.CallID, nil, nil, rref.ErrorKindUnknownFunction, run.Fn)
+	}
+}
+
+func (w *World) fetched(id WorkerID, fr core.FetchResult) {
+	k, ok := w.fetchIDs[[2]uint64{uint64(id), fr.FetchID}]
+	if !ok {
+		return
+	}
+	delete(w.fetchIDs, [2]uint64{uint64(id), fr.FetchID})
+	f := w.fetches[k]
+	f.done, f.value, f.err = true, fr.Value, fr.Err
+	h := w.handles[k]
+	where := fmt.Sprintf("%s's fetch of %s", w.name(id), k.name)
+	switch fr.Err {
+	case rref.ErrorKindNone:
+		want, known := w.mon.values[h.rref]
+		if !known || string(fr.Value) != string(valueBytes(want)) {
+			w.fail("S4", 0, "%s returned %q, not the value", where, fr.Value)
+		}
+	case rref.ErrorKindUser:
+		if !w.mon.failing[h.rref] {
+			w.fail("S4", 0, "%s failed with a user error, but the function succeeded", where)
+		}
+	case rref.ErrorKindDeleted:
+		if f.liveAtIssue {
+			w.fail("S4", 0, "%s failed with deleted on a live handle", where)
+		}
+	case rref.ErrorKindLost:
+		if !w.mon.crashed {
+			w.fail("S4", 0, "%s failed with lost in a run without a crash", where)
+		}
+	case rref.ErrorKindOwnerFailed:
+		if !w.dead[h.rref.Worker-1] && !w.ownerDead(h) {
+			w.fail("S4", 0, "%s failed with owner-failed, but the owner lives", where)
+		}
+	case rref.ErrorKindTimeout:
+		if !f.timedOut {
+			w.fail("S4", 0, "%s timed out, but no timeout was set", where)
+		}
+	default:
+		w.fail("S4", 0, "%s failed with %s", where, fr.Err)
+	}
+}
+
+func (w *World) ownerDead(h *progHandle) bool {
+	o := w.ownerOf(h.rref)
+	return o != 0 && w.dead[o-1]
+}
+
+// ownerOf is the owner of id as the monitor saw it (the callee of the remote
+// that created it, or its creator for a local value).
+func (w *World) ownerOf(id RRefID) WorkerID {
+	if o, ok := w.mon.owners[id]; ok {
+		return o
+	}
+	return id.Worker
+}
+
+// observe feeds the monitors with a message a worker emits.
+func (w *World) observe(from WorkerID, e core.Envelope) {
+	mon := w.mon
+	descs := func(ds []rref.RRefDesc, to WorkerID, bindName string) {
+		for _, d := range ds {
+			mon.owners[d.RRef] = d.Owner
+			if d.Parent == (ForkID{Worker: d.RRef.Worker, Local: d.RRef.Local}) {
+				mon.path[d.Fork] = nil
+				mon.answered[d.Fork] = true // the owner knew the fork when it sent it
+			} else {
+				mon.children[d.Parent] = append(slices.Clone(mon.children[d.Parent]), d.Fork)
+				mon.path[d.Fork] = append(slices.Clone(mon.path[d.Parent]), from)
+			}
+			if bindName != "" {
+				w.travel[d.Fork] = travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork}
+			}
+		}
+	}
+	switch m := e.Msg.(type) {
+	case *rref.Call:
+		name := ""
+		if m.Function == "__pass" {
+			name = string(m.Args)
+		}
+		descs(m.RRefs, e.To, name)
+	case *rref.CallRet:
+		name := w.returns[[2]uint64{uint64(e.To), m.CallID}]
+		descs(m.RRefs, e.To, name)
+	case *rref.RemoteCall:
+		mon.path[m.Fork] = nil
+		descs(m.RRefs, e.To, "")
+	case *rref.RemoteRet:
+		mon.answered[m.Fork] = true
+	case *rref.ForkAck:
+		mon.answered[m.Fork] = true
+		if m.Refused {
+			mon.refused[m.Fork] = true
+		}
+	case *rref.ChildAccept:
+		if e.From == w.ownerOf(m.RRef) {
+			mon.answered[m.Child] = true // the owner as callee answers directly
+			if m.Refused {
+				mon.refused[m.Child] = true
+			}
+		}
+	case *rref.UserDelete:
+		w.checkDelete(from, m)
+	}
+}
+
+// checkDelete is S2 and the emission half of S3.
+func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
+	mon := w.mon
+	for _, child := range mon.children[m.Fork] {
+		if mon.answered[child] {
+			continue
+		}
+		if t, ok := w.travel[child]; ok && w.dead[t.to-1] {
+			continue
+		}
+		if w.childDead(child) || w.dead[w.ownerOf(m.RRef)-1] {
+			continue
+		}
+		w.fail("S2", 0, "%s sent the delete of fork %v while its child %v was not yet answered by the owner", w.name(from), m.Fork, child)
+	}
+	mon.deletes[m.Fork]++
+	if mon.deletes[m.Fork] > 1 {
+		w.fail("S3", 0, "%s sent a second delete for fork %v", w.name(from), m.Fork)
+	}
+	if mon.refused[m.Fork] {
+		w.fail("S3", 0, "%s sent a delete for fork %v, which the owner refused", w.name(from), m.Fork)
+	}
+	for k, h := range w.handles {
+		if k.w == from && h.fork == m.Fork && !h.released {
+			w.fail("S3", 0, "%s sent a delete for its handle %s, which it has not released", w.name(from), k.name)
+		}
+	}
+}
+
+// childDead reports whether the worker holding child fork f is dead.
+func (w *World) childDead(f ForkID) bool {
+	for k, h := range w.handles {
+		if h.fork == f {
+			return w.dead[k.w-1]
+		}
+	}
+	return false
+}
+
+// checkFreed is S1: nothing is freed while a handle to it lives.
+func (w *World) checkFreed(owner WorkerID, id RRefID) {
+	mon := w.mon
+	if mon.exemptRRef[id] {
+		return
+	}
+	keys := make([]handleKey, 0, len(w.handles))
+	for k := range w.handles {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].w < keys[j].w || keys[i].w == keys[j].w && keys[i].name < keys[j].name })
+	for _, k := range keys {
+		h := w.handles[k]
+		if h.rref != id || h.released || w.dead[k.w-1] || mon.exempt[h.fork] && h.fork != (ForkID{}) {
+			continue
+		}
+		w.fail("S1", 0, "%s freed %v while %s still holds %s", w.name(owner), id, w.name(k.w), k.name)
+		return
+	}
+	for f, t := range w.travel {
+		if t.rref == id && !w.dead[t.to-1] && !mon.exempt[f] {
+			w.fail("S1", 0, "%s freed %v while a handle to it travels to %s", w.name(owner), id, w.name(t.to))
+			return
+		}
+	}
+}
+
+// CheckEnd runs the checks due when the run is over: L1 (nothing waits
+// forever), S3 (every released handle sent its delete) and L2 (no leak).
+func (w *World) CheckEnd() {
+	if w.violation != nil {
+		return
+	}
+	if w.pc < len(w.sc.Cmds) || w.returning {
+		w.fail("L1", w.sc.Cmds[min(w.pc, len(w.sc.Cmds)-1)].Line, "%s: nothing is in flight", w.Blocked())
+		return
+	}
+	for k, f := range w.fetches {
+		if !f.done && !w.dead[k.w-1] {
+			w.fail("L1", 0, "%s's fetch of %s never completed", w.name(k.w), k.name)
+			return
+		}
+	}
+	allReleased := len(w.travel) == 0
+	for k, h := range w.handles {
+		if w.dead[k.w-1] {
+			continue
+		}
+		if !h.released {
+			allReleased = false
+			continue
+		}
+		if h.onOwner || w.mon.refused[h.fork] || w.mon.exempt[h.fork] || w.mon.exemptRRef[h.rref] {
+			continue
+		}
+		if o := w.ownerOf(h.rref); w.dead[o-1] {
+			continue
+		}
+		if n := w.mon.deletes[h.fork]; n != 1 {
+			w.fail("S3", 0, "%s released %s but sent %d deletes", w.name(k.w), k.name, n)
+			return
+		}
+	}
+	if !allReleased {
+		return
+	}
+	for i, cr := range w.cores {
+		if w.dead[i] {
+			continue
+		}
+		if n := cr.Counters(); !n.Clean() {
+			w.fail("L2", 0, "every handle is released and the network settled, yet %s holds owners=%d forks=%d pending_users=%d pending_children=%d\n%s",
+				w.sc.Workers[i], n.Owners, n.Forks, n.PendingUsers, n.PendingChildren, cr.Dump())
+			return
+		}
+		if hot := cr.Hot(); len(hot) > 0 {
+			w.fail("L2", 0, "%s rests in hot states: %s", w.sc.Workers[i], strings.Join(hot, ", "))
+			return
+		}
+	}
+}
+
+// AppendState appends a canonical encoding of the whole world.
+func (w *World) AppendState(b []byte) []byte {
+	b = fmt.Appendf(b, "pc%d r%v|", w.pc, w.returning)
+	for i, c := range w.cores {
+		if w.dead[i] {
+			b = append(b, 'X')
+			continue
+		}
+		b = c.AppendState(b)
+		b = append(b, '|')
+	}
+	keys := make([]string, len(w.inflight))
+	for i, m := range w.inflight {
+		keys[i] = m.key
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b = append(b, k...)
+		b = append(b, 0)
+	}
+	hk := make([]handleKey, 0, len(w.handles))
+	for k := range w.handles {
+		hk = append(hk, k)
+	}
+	sort.Slice(hk, func(i, j int) bool { return hk[i].w < hk[j].w || hk[i].w == hk[j].w && hk[i].name < hk[j].name })
+	for _, k := range hk {
+		h := w.handles[k]
+		b = fmt.Appendf(b, "h%d%s%d%v%v", k.w, k.name, h.id, h.released, h.timedOut)
+		if f := w.fetches[k]; f != nil {
+			b = fmt.Appendf(b, "f%v%s%d", f.done, f.value, f.err)
+		}
+	}
+	b = append(b, '|')
+	b = appendForkSet(b, w.mon.answered)
+	b = appendForkSet(b, w.mon.refused)
+	b = appendForkSet(b, w.mon.exempt)
+	travel := map[ForkID]bool{}
+	for f := range w.travel {
+		travel[f] = true
+	}
+	b = appendForkSet(b, travel)
+	dels := make([]ForkID, 0, len(w.mon.deletes))
+	for f := range w.mon.deletes {
+		dels = append(dels, f)
+	}
+	sortForks(dels)
+	for _, f := range dels {
+		b = fmt.Appendf(b, "d%d.%d=%d", f.Worker, f.Local, w.mon.deletes[f])
+	}
+	b = fmt.Appendf(b, "|x%d c%v", len(w.mon.exemptRRef), w.mon.crashed)
+	return b
+}
+
+func sortForks(fs []ForkID) {
+	sort.Slice(fs, func(i, j int) bool {
+		return fs[i].Worker < fs[j].Worker || fs[i].Worker == fs[j].Worker && fs[i].Local < fs[j].Local
+	})
+}
+
+func appendForkSet(b []byte, set map[ForkID]bool) []byte {
+	fs := make([]ForkID, 0, len(set))
+	for f, ok := range set {
+		if ok {
+			fs = append(fs, f)
+		}
+	}
+	sortForks(fs)
+	for _, f := range fs {
+		b = fmt.Appendf(b, "%d.%d,", f.Worker, f.Local)
+	}
+	return append(b, ';')
+}

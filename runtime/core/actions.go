@@ -1,0 +1,326 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/genrt"
+)
+
+// NewLocal creates an OwnerRRef on this worker holding value (RRef(v)).
+func (c *Core) NewLocal(value []byte) HandleID {
+	id := RRefID{Worker: c.self, Local: c.newID()}
+	o := &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}, value: value, local: 1}
+	c.stepOwner(o, rref.OwnerOnLocal)
+	c.owners[id] = o
+	return c.newHandle(&handleRec{kind: handleOwner, rref: id})
+}
+
+// Remote asks worker to create a value from fn(args) and returns a handle to
+// it at once (remote()). args may carry RRefs the callee receives. When
+// worker is this one, the value is created here, with the owner's own fork
+// (fork == rref) as the handle.
+func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) (HandleID, error) {
+	if c.dead[worker] {
+		return 0, fmt.Errorf("%w: remote to worker %d", ErrPeerDead, worker)
+	}
+	if err := c.checkPassable(refs); err != nil {
+		return 0, err
+	}
+	id := RRefID{Worker: c.self, Local: c.newID()}
+	if worker == c.self {
+		self := asFork(id)
+		o := &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
+		c.stepOwner(o, rref.OwnerOnCreate)
+		f := forkRec{state: rref.ForkStart, holder: c.self}
+		c.stepFork(&f, rref.ForkOnCreate)
+		o.forks[self] = f
+		o.known++
+		c.owners[id] = o
+		h := c.newHandle(&handleRec{kind: handleSelfFork, rref: id, fork: self})
+		descs := c.forkAll(refs, c.self)
+		run := &pendingRun{run: Run{Kind: RunRemote, From: c.self, RRef: id, Fn: fn, Args: args}}
+		c.receiveAll(c.self, descs, run)
+		return h, nil
+	}
+	fork := ForkID{Worker: c.self, Local: c.newID()}
+	u := &userRec{state: rref.UserStart, owner: worker, rref: id, fork: fork, parentW: worker}
+	c.users[fork] = u
+	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: id, fork: fork})
+	c.send(worker, &rref.RemoteCall{RRef: id, Fork: fork, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)})
+	return u.handle, nil
+}
+
+// Call sends a plain call to worker (rpc_sync/rpc_async); the result arrives
+// as a CallResult with the returned id.
+func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (uint64, error) {
+	if c.dead[worker] {
+		return 0, fmt.Errorf("%w: call to worker %d", ErrPeerDead, worker)
+	}
+	if err := c.checkPassable(refs); err != nil {
+		return 0, err
+	}
+	id := c.newLocal()
+	c.calls[id] = worker
+	c.send(worker, &rref.Call{CallID: id, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)})
+	return id, nil
+}
+
+// Return answers a RunCall. refs are handles this worker returns to the caller.
+func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID, errKind ErrorKind, msg string) error {
+	if err := c.checkPassable(refs); err != nil {
+		return err
+	}
+	c.send(to, &rref.CallRet{CallID: callID, Error: errKind, Message: msg, Result: result, RRefs: c.forkAll(refs, to)})
+	return nil
+}
+
+// CompleteRemote stores the result of a RunRemote: its value, or the user
+// function's error (userErr non-empty), which fetches then return.
+func (c *Core) CompleteRemote(id RRefID, value []byte, failed bool, userErr string) error {
+	o := c.owners[id]
+	if o == nil || o.state != rref.OwnerPending {
+		return fmt.Errorf("core: CompleteRemote for %v, which is not running", id)
+	}
+	if c.stepOwner(o, rref.OwnerOnComplete) != genrt.Moved {
+		return nil
+	}
+	if failed {
+		o.err, o.errMsg = rref.ErrorKindUser, userErr
+	} else {
+		o.value = value
+	}
+	waiting := o.waiting
+	o.waiting = nil
+	for _, w := range waiting {
+		c.answerFetch(id, o, w)
+	}
+	c.maybeFree(id, o)
+	return nil
+}
+
+func (c *Core) answerFetch(id RRefID, o *ownerRec, w waitingFetch) {
+	if w.from == c.self {
+		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: w.fetchID, Handle: w.handle, Value: o.value, Err: o.err, Message: o.errMsg})
+		return
+	}
+	c.send(w.from, &rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: o.err, Message: o.errMsg, Value: o.value})
+}
+
+// Fetch asks for the value behind h (to_here). The result arrives as a
+// FetchResult; a fetch that cannot succeed completes at once with its reason.
+func (c *Core) Fetch(h HandleID) uint64 {
+	id := c.newLocal()
+	fail := func(k ErrorKind) uint64 {
+		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: id, Handle: h, Err: k})
+		return id
+	}
+	hr := c.handles[h]
+	if hr == nil {
+		return fail(rref.ErrorKindDeleted)
+	}
+	switch hr.kind {
+	case handleLost:
+		return fail(hr.lost)
+	case handleOwner, handleSelfFork:
+		o := c.owners[hr.rref]
+		if o == nil {
+			return fail(rref.ErrorKindDeleted) // unreachable while the handle holds it
+		}
+		w := waitingFetch{from: c.self, fetchID: id, handle: h}
+		if o.state == rref.OwnerReady {
+			c.answerFetch(hr.rref, o, w)
+		} else {
+			o.waiting = append(o.waiting, w)
+		}
+		return id
+	}
+	u := c.users[hr.fork]
+	switch {
+	case u == nil || u.state == rref.UserLost:
+		return fail(rref.ErrorKindLost)
+	case u.state == rref.UserOrphaned:
+		return fail(rref.ErrorKindOwnerFailed)
+	case u.timedOut:
+		return fail(rref.ErrorKindTimeout)
+	}
+	u.fetching++
+	c.fetches[id] = fetchRec{handle: h, fork: u.fork}
+	c.send(u.owner, &rref.FetchCall{FetchID: id, RRef: u.rref, Fork: u.fork})
+	return id
+}
+
+// Timeout records that the remote which created h timed out: later fetches
+// fail with a timeout. The owner's reply still confirms the fork, and the
+// delete still waits for it.
+func (c *Core) Timeout(h HandleID) error {
+	hr := c.handles[h]
+	if hr == nil || hr.kind != handleUser {
+		return fmt.Errorf("%w: timeout of handle %d", ErrUnknownHandle, h)
+	}
+	if u := c.users[hr.fork]; u != nil {
+		u.timedOut = true
+	}
+	return nil
+}
+
+// Release drops the program's handle h. Releasing twice is an error the
+// caller may ignore; the protocol acts once.
+func (c *Core) Release(h HandleID) error {
+	hr := c.handles[h]
+	if hr == nil {
+		return fmt.Errorf("%w: release of handle %d", ErrUnknownHandle, h)
+	}
+	delete(c.handles, h)
+	switch hr.kind {
+	case handleLost:
+		return nil
+	case handleOwner:
+		if o := c.owners[hr.rref]; o != nil {
+			o.local--
+			c.maybeFree(hr.rref, o)
+		}
+		return nil
+	case handleSelfFork:
+		o := c.owners[hr.rref]
+		if o == nil {
+			return nil
+		}
+		f, ok := o.forks[hr.fork]
+		if ok && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
+			o.forks[hr.fork] = f
+			o.known--
+			c.maybeFree(hr.rref, o)
+		}
+		return nil
+	}
+	u := c.users[hr.fork]
+	if u == nil {
+		return nil
+	}
+	c.stepUser(u, rref.UserOnRelease)
+	c.maybeDrain(u)
+	return nil
+}
+
+// checkPassable rejects handles that cannot be passed on.
+func (c *Core) checkPassable(refs []HandleID) error {
+	for _, h := range refs {
+		hr := c.handles[h]
+		if hr == nil {
+			return fmt.Errorf("%w: handle %d", ErrUnknownHandle, h)
+		}
+		if hr.kind == handleLost {
+			return fmt.Errorf("%w: handle %d", ErrHandleLost, h)
+		}
+		if hr.kind == handleUser {
+			if u := c.users[hr.fork]; u == nil || u.state == rref.UserLost || u.state == rref.UserOrphaned {
+				return fmt.Errorf("%w: handle %d", ErrHandleLost, h)
+			}
+		}
+	}
+	return nil
+}
+
+// forkAll mints a child fork of each handle for worker to.
+func (c *Core) forkAll(refs []HandleID, to WorkerID) []rref.RRefDesc {
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]rref.RRefDesc, len(refs))
+	for i, h := range refs {
+		out[i] = c.fork(c.handles[h], to)
+	}
+	return out
+}
+
+// fork mints a child of hr bound for worker to. The owner registers its
+// children at once (the owner's ACK is immediate); a user pins the child
+// until the child reports the owner's answer (G2).
+func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
+	child := ForkID{Worker: c.self, Local: c.newID()}
+	if hr.kind == handleOwner || hr.kind == handleSelfFork {
+		d := rref.RRefDesc{Owner: c.self, RRef: hr.rref, Fork: child, Parent: asFork(hr.rref)}
+		if to != c.self {
+			o := c.owners[hr.rref]
+			f := forkRec{state: rref.ForkStart, holder: to}
+			c.stepFork(&f, rref.ForkOnCreate)
+			o.forks[child] = f
+			o.known++
+		}
+		return d
+	}
+	u := c.users[hr.fork]
+	c.pins[child] = &pinRec{state: rref.ChildPinStart, rref: u.rref, parent: u.fork, child: to, owner: u.owner}
+	u.pinned++
+	return rref.RRefDesc{Owner: u.owner, RRef: u.rref, Fork: child, Parent: u.fork}
+}
+
+// receiveAll turns descriptors from worker from into handles, and arranges
+// for run to be emitted once every one of them is confirmed.
+func (c *Core) receiveAll(from WorkerID, descs []rref.RRefDesc, run *pendingRun) []HandleID {
+	hs := make([]HandleID, 0, len(descs))
+	for _, d := range descs {
+		h, u := c.receive(from, d)
+		hs = append(hs, h)
+		if run != nil && u != nil && (u.state == rref.UserPending) {
+			run.waiting++
+			u.runs = append(u.runs, run)
+		}
+	}
+	if run != nil {
+		run.run.Handles = hs
+		if run.waiting == 0 {
+			c.ready.Runs = append(c.ready.Runs, run.run)
+		}
+	}
+	return hs
+}
+
+// receive makes a handle for one descriptor. It returns the new UserRRef, if any.
+func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
+	parentIsOwner := d.Parent == asFork(d.RRef)
+	if d.Owner == c.self {
+		// The owner as callee: no UserRRef, just a local handle.
+		o, gone := c.ownerFor(d.RRef)
+		if o == nil {
+			if !parentIsOwner {
+				c.send(from, &rref.ChildAccept{RRef: d.RRef, Child: d.Fork, Refused: true})
+			}
+			return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, lost: gone}), nil
+		}
+		o.local++
+		if !parentIsOwner {
+			c.send(from, &rref.ChildAccept{RRef: d.RRef, Child: d.Fork})
+		}
+		return c.newHandle(&handleRec{kind: handleOwner, rref: d.RRef}), nil
+	}
+	if _, dup := c.users[d.Fork]; dup {
+		c.refuse(from, rref.CodeCall, "fork %v received twice", d.Fork)
+		return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, lost: rref.ErrorKindBadRequest}), nil
+	}
+	u := &userRec{state: rref.UserStart, owner: d.Owner, rref: d.RRef, fork: d.Fork, parent: d.Parent, parentW: from}
+	c.users[d.Fork] = u
+	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: d.RRef, fork: d.Fork})
+	switch {
+	case c.dead[d.Owner]:
+		c.stepUser(u, rref.UserOnOwnerFailed)
+	case parentIsOwner:
+		c.stepUser(u, rref.UserOnConfirm) // the owner knew this fork when it sent it
+	default:
+		c.send(d.Owner, &rref.ForkRequest{RRef: d.RRef, Fork: d.Fork, Parent: d.Parent})
+	}
+	return u.handle, u
+}
+
+// settleRuns emits the runs that waited for u's confirmation.
+func (c *Core) settleRuns(u *userRec) {
+	runs := u.runs
+	u.runs = nil
+	for _, r := range runs {
+		r.waiting--
+		if r.waiting == 0 {
+			c.ready.Runs = append(c.ready.Runs, r.run)
+		}
+	}
+}

@@ -1,0 +1,337 @@
+package core
+
+import (
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/genrt"
+)
+
+// Deliver applies one message from worker from. A message that is malformed
+// or inconsistent with what this worker knows is refused: counted, reported
+// in Ready.Errors and returned, with no state changed. Duplicates of control
+// messages are ignored and counted.
+func (c *Core) Deliver(from WorkerID, m rref.Message) error {
+	if c.dead[from] {
+		return nil // a message from a worker declared dead is dropped, as the network would
+	}
+	switch m := m.(type) {
+	case *rref.Call:
+		if err := c.checkDescs(from, rref.CodeCall, m.RRefs); err != nil {
+			return err
+		}
+		run := &pendingRun{run: Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args}}
+		c.receiveAll(from, m.RRefs, run)
+	case *rref.CallRet:
+		if c.calls[m.CallID] != from {
+			return c.refuse(from, rref.CodeCallRet, "reply to call %d, which was not made to it", m.CallID)
+		}
+		if err := c.checkDescs(from, rref.CodeCallRet, m.RRefs); err != nil {
+			return err
+		}
+		delete(c.calls, m.CallID)
+		hs := c.receiveAll(from, m.RRefs, nil)
+		c.ready.Calls = append(c.ready.Calls, CallResult{CallID: m.CallID, Result: m.Result, Handles: hs, Err: m.Error, Message: m.Message})
+	case *rref.RemoteCall:
+		return c.onRemoteCall(from, m)
+	case *rref.RemoteRet:
+		return c.onConfirm(from, rref.CodeRemoteRet, m.RRef, m.Fork, false)
+	case *rref.ForkAck:
+		return c.onConfirm(from, rref.CodeForkAck, m.RRef, m.Fork, m.Refused)
+	case *rref.FetchCall:
+		return c.onFetchCall(from, m)
+	case *rref.FetchRet:
+		return c.onFetchRet(from, m)
+	case *rref.ForkRequest:
+		return c.onForkRequest(from, m)
+	case *rref.ChildAccept:
+		return c.onChildAccept(from, m)
+	case *rref.UserDelete:
+		return c.onUserDelete(from, m)
+	case *rref.Error:
+		c.ready.Errors = append(c.ready.Errors, &BadInputError{From: from, Code: rref.CodeError, Why: "peer reports " + m.Kind.String() + ": " + m.Message})
+	default:
+		return c.refuse(from, 0, "unknown message type %T", m)
+	}
+	return nil
+}
+
+// checkDescs validates RRefs arriving in a call before any is acted on.
+func (c *Core) checkDescs(from WorkerID, code rref.Code, ds []rref.RRefDesc) error {
+	seen := map[ForkID]bool{}
+	for _, d := range ds {
+		if d.Fork.Worker != from {
+			return c.refuse(from, code, "fork %v was not minted by its sender", d.Fork)
+		}
+		if seen[d.Fork] {
+			return c.refuse(from, code, "fork %v appears twice", d.Fork)
+		}
+		seen[d.Fork] = true
+		if d.Parent == asFork(d.RRef) && d.Owner != from {
+			return c.refuse(from, code, "%v claims to come from its owner %d", d.Fork, d.Owner)
+		}
+	}
+	return nil
+}
+
+func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
+	if m.RRef.Worker != from || m.Fork.Worker != from {
+		return c.refuse(from, rref.CodeRemoteCall, "ids %v/%v were not minted by the caller", m.RRef, m.Fork)
+	}
+	if err := c.checkDescs(from, rref.CodeRemoteCall, m.RRefs); err != nil {
+		return err
+	}
+	if _, gone := c.tombs[m.RRef]; gone {
+		c.dupes++ // a resent RemoteCall never re-creates a freed value
+		return nil
+	}
+	o, _ := c.ownerFor(m.RRef)
+	if o == nil {
+		return c.refuse(from, rref.CodeRemoteCall, "no record for %v", m.RRef)
+	}
+	if c.stepOwner(o, rref.OwnerOnCreate) != genrt.Moved {
+		c.dupes++
+		return nil
+	}
+	f := o.forks[m.Fork]
+	if c.stepFork(&f, rref.ForkOnCreate) == genrt.Moved {
+		f.holder = from
+		o.forks[m.Fork] = f
+		o.known++
+	}
+	c.send(from, &rref.RemoteRet{RRef: m.RRef, Fork: m.Fork})
+	run := &pendingRun{run: Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args}}
+	c.receiveAll(from, m.RRefs, run)
+	return nil
+}
+
+// onConfirm handles the owner's answer to a fork: RemoteRet for the creator's
+// fork, ForkAck for a fork requested by a user that got it from another user.
+func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, refused bool) error {
+	u := c.users[fork]
+	if u == nil {
+		c.dupes++ // answered before: the record is gone
+		return nil
+	}
+	if u.owner != from || u.rref != id {
+		return c.refuse(from, code, "answer for fork %v of %v, which it does not own", fork, id)
+	}
+	if u.state != rref.UserPending && u.state != rref.UserPendingReleased {
+		c.dupes++
+		return nil
+	}
+	viaParent := code == rref.CodeForkAck
+	if refused {
+		c.stepUser(u, rref.UserOnRefuse)
+	} else {
+		c.stepUser(u, rref.UserOnConfirm)
+	}
+	if viaParent {
+		// Only now may the parent unpin the child (G2).
+		c.send(u.parentW, &rref.ChildAccept{RRef: id, Child: fork, Refused: refused})
+	}
+	c.settleRuns(u)
+	c.maybeDrain(u)
+	return nil
+}
+
+func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
+	o, gone := c.ownerFor(m.RRef)
+	if o == nil {
+		c.send(from, &rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: gone})
+		return nil
+	}
+	if f, ok := o.forks[m.Fork]; ok && f.holder != from {
+		return c.refuse(from, rref.CodeFetchCall, "fetch through fork %v, held by worker %d", m.Fork, f.holder)
+	}
+	w := waitingFetch{from: from, fetchID: m.FetchID}
+	if o.state == rref.OwnerReady {
+		c.answerFetch(m.RRef, o, w)
+	} else {
+		o.waiting = append(o.waiting, w) // the value does not exist yet: wait for it
+	}
+	return nil
+}
+
+func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
+	f, ok := c.fetches[m.FetchID]
+	if !ok {
+		c.dupes++
+		return nil
+	}
+	u := c.users[f.fork]
+	if u == nil || u.owner != from || u.rref != m.RRef {
+		return c.refuse(from, rref.CodeFetchRet, "reply to fetch %d from a worker that is not its owner", m.FetchID)
+	}
+	delete(c.fetches, m.FetchID)
+	u.fetching--
+	c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: m.FetchID, Handle: f.handle, Value: m.Value, Err: m.Error, Message: m.Message})
+	c.maybeDrain(u)
+	return nil
+}
+
+func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
+	if m.Fork.Worker == from {
+		return c.refuse(from, rref.CodeForkRequest, "fork %v was minted by the requester itself", m.Fork)
+	}
+	o, _ := c.ownerFor(m.RRef)
+	if o == nil {
+		// Freed, or never created: the child is refused and still unpins its parent.
+		c.send(from, &rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true})
+		return nil
+	}
+	f, seen := o.forks[m.Fork]
+	if seen && f.holder != from {
+		return c.refuse(from, rref.CodeForkRequest, "fork %v is held by worker %d", m.Fork, f.holder)
+	}
+	if !seen {
+		f = forkRec{state: rref.ForkStart, holder: from}
+	}
+	if c.stepFork(&f, rref.ForkOnRequest) != genrt.Moved {
+		c.dupes++
+		if f.state == rref.ForkKnown {
+			c.send(from, &rref.ForkAck{RRef: m.RRef, Fork: m.Fork}) // the ACK may have been lost with a connection
+		}
+		return nil
+	}
+	o.forks[m.Fork] = f
+	o.known++
+	c.send(from, &rref.ForkAck{RRef: m.RRef, Fork: m.Fork})
+	return nil
+}
+
+func (c *Core) onChildAccept(from WorkerID, m *rref.ChildAccept) error {
+	p := c.pins[m.Child]
+	if p == nil {
+		c.dupes++
+		return nil
+	}
+	if p.child != from || p.rref != m.RRef {
+		return c.refuse(from, rref.CodeChildAccept, "accept for child %v, which it does not hold", m.Child)
+	}
+	e := rref.ChildPinOnAccept
+	if m.Refused {
+		e = rref.ChildPinOnRefuse
+	}
+	c.resolvePin(m.Child, p, e)
+	return nil
+}
+
+func (c *Core) resolvePin(child ForkID, p *pinRec, e rref.ChildPinEvent) {
+	if c.stepPin(p, e) != genrt.Moved {
+		return
+	}
+	delete(c.pins, child)
+	if u := c.users[p.parent]; u != nil {
+		u.pinned--
+		c.maybeDrain(u)
+	}
+}
+
+func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
+	if t, gone := c.tombs[m.RRef]; gone {
+		if t.kind == rref.ErrorKindDeleted {
+			c.dupes++
+		}
+		return nil
+	}
+	o := c.owners[m.RRef]
+	if o == nil {
+		return c.refuse(from, rref.CodeUserDelete, "delete for unknown %v", m.RRef)
+	}
+	f, ok := o.forks[m.Fork]
+	if !ok {
+		return c.refuse(from, rref.CodeUserDelete, "delete for unknown fork %v of %v", m.Fork, m.RRef)
+	}
+	if f.holder != from {
+		return c.refuse(from, rref.CodeUserDelete, "delete for fork %v, held by worker %d", m.Fork, f.holder)
+	}
+	switch c.stepFork(&f, rref.ForkOnDelete) {
+	case genrt.Moved:
+		o.forks[m.Fork] = f
+		o.known--
+		c.maybeFree(m.RRef, o)
+	case genrt.Ignored:
+		c.dupes++
+	}
+	return nil
+}
+
+// PeerFailed tells the core that worker w died. Its references are
+// reclaimed, pins on its children dropped, fetches from it failed, values it
+// was about to create given up, and calls to it failed.
+func (c *Core) PeerFailed(w WorkerID) {
+	if w == c.self || c.dead[w] {
+		return
+	}
+	c.dead[w] = true
+	// Maps are walked in sorted order so the outputs, and every replay, are deterministic.
+	for _, id := range sortedRRefs(c.owners) {
+		o := c.owners[id]
+		for _, fid := range sortedForks(o.forks) {
+			f := o.forks[fid]
+			if f.holder == w && c.stepFork(&f, rref.ForkOnHolderFailed) == genrt.Moved {
+				o.forks[fid] = f
+				o.known--
+			}
+		}
+		kept := o.waiting[:0]
+		for _, wf := range o.waiting {
+			if wf.from != w {
+				kept = append(kept, wf)
+			}
+		}
+		o.waiting = kept
+		if id.Worker == w && o.state == rref.OwnerAwaiting {
+			if c.stepOwner(o, rref.OwnerOnCreatorFailed) == genrt.Moved {
+				delete(c.owners, id)
+				c.tombstone(id, rref.ErrorKindLost)
+				for _, wf := range o.waiting {
+					c.send(wf.from, &rref.FetchRet{FetchID: wf.fetchID, RRef: id, Error: rref.ErrorKindLost})
+				}
+				c.loseLocalHandles(id)
+			}
+			continue
+		}
+		c.maybeFree(id, o)
+	}
+	for _, child := range sortedForks(c.pins) {
+		p := c.pins[child]
+		switch {
+		case p.owner == w:
+			c.resolvePin(child, p, rref.ChildPinOnOwnerFailed)
+		case p.child == w:
+			c.resolvePin(child, p, rref.ChildPinOnChildFailed)
+		}
+	}
+	for _, id := range sortedU64(c.fetches) {
+		f := c.fetches[id]
+		if u := c.users[f.fork]; u != nil && u.owner == w {
+			delete(c.fetches, id)
+			u.fetching--
+			c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: id, Handle: f.handle, Err: rref.ErrorKindOwnerFailed})
+		}
+	}
+	for _, fid := range sortedForks(c.users) {
+		u := c.users[fid]
+		if u != nil && u.owner == w {
+			c.stepUser(u, rref.UserOnOwnerFailed)
+			c.settleRuns(u)
+			c.maybeDrain(u)
+		}
+	}
+	for _, id := range sortedU64(c.calls) {
+		if c.calls[id] == w {
+			delete(c.calls, id)
+			c.ready.Calls = append(c.ready.Calls, CallResult{CallID: id, Err: rref.ErrorKindOwnerFailed, Message: "worker failed"})
+		}
+	}
+}
+
+// loseLocalHandles marks the owner's local handles of a value that will never exist.
+func (c *Core) loseLocalHandles(id RRefID) {
+	for _, h := range c.handles {
+		if h.rref == id && h.kind == handleOwner {
+			h.kind = handleLost
+			h.lost = rref.ErrorKindLost
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package core
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/genrt"
+)
+
+// Clone returns an independent deep copy, for explorers that branch.
+// Values and messages are shared: the core never mutates them.
+func (c *Core) Clone() *Core {
+	d := *c
+	d.owners = make(map[RRefID]*ownerRec, len(c.owners))
+	for id, o := range c.owners {
+		oo := *o
+		oo.forks = maps.Clone(o.forks)
+		oo.waiting = slices.Clone(o.waiting)
+		d.owners[id] = &oo
+	}
+	runs := map[*pendingRun]*pendingRun{}
+	cloneRun := func(r *pendingRun) *pendingRun {
+		if n, ok := runs[r]; ok {
+			return n
+		}
+		n := *r
+		runs[r] = &n
+		return &n
+	}
+	d.users = make(map[ForkID]*userRec, len(c.users))
+	for id, u := range c.users {
+		uu := *u
+		uu.runs = nil
+		for _, r := range u.runs {
+			uu.runs = append(uu.runs, cloneRun(r))
+		}
+		d.users[id] = &uu
+	}
+	d.pins = make(map[ForkID]*pinRec, len(c.pins))
+	for id, p := range c.pins {
+		pp := *p
+		d.pins[id] = &pp
+	}
+	d.handles = make(map[HandleID]*handleRec, len(c.handles))
+	for id, h := range c.handles {
+		hh := *h
+		d.handles[id] = &hh
+	}
+	d.fetches = maps.Clone(c.fetches)
+	d.calls = maps.Clone(c.calls)
+	d.dead = maps.Clone(c.dead)
+	d.tombs = maps.Clone(c.tombs)
+	d.tombRing = slices.Clone(c.tombRing)
+	d.ready = Ready{}
+	return &d
+}
+
+// AppendState appends a canonical encoding of the protocol state (not the
+// counters of duplicates and bad input), so equal states encode equally.
+func (c *Core) AppendState(b []byte) []byte {
+	u := genrt.AppendUvarint
+	b = u(b, uint64(c.self))
+	b = u(b, c.nextID)
+	b = u(b, c.nextLocal)
+	b = u(b, uint64(len(c.owners)))
+	for _, id := range sortedRRefs(c.owners) {
+		o := c.owners[id]
+		b = rref.AppendRRefID(b, &id)
+		b = append(b, byte(o.state), byte(o.err))
+		b = genrt.AppendBytes(b, o.value)
+		b = u(b, uint64(o.local))
+		b = u(b, uint64(len(o.forks)))
+		for _, fid := range sortedForks(o.forks) {
+			f := o.forks[fid]
+			b = rref.AppendForkID(b, &fid)
+			b = append(b, byte(f.state))
+			b = u(b, uint64(f.holder))
+		}
+		b = u(b, uint64(len(o.waiting)))
+		for _, w := range o.waiting {
+			b = u(b, uint64(w.from))
+			b = u(b, w.fetchID)
+			b = u(b, uint64(w.handle))
+		}
+	}
+	b = u(b, uint64(len(c.users)))
+	for _, fid := range sortedForks(c.users) {
+		x := c.users[fid]
+		b = rref.AppendForkID(b, &fid)
+		b = append(b, byte(x.state))
+		b = genrt.AppendBool(b, x.timedOut)
+		b = u(b, uint64(x.handle))
+		b = u(b, uint64(x.pinned))
+		b = u(b, uint64(x.fetching))
+		b = u(b, uint64(len(x.runs)))
+	}
+	b = u(b, uint64(len(c.pins)))
+	for _, fid := range sortedForks(c.pins) {
+		p := c.pins[fid]
+		b = rref.AppendForkID(b, &fid)
+		b = append(b, byte(p.state))
+	}
+	b = u(b, uint64(len(c.handles)))
+	for _, h := range sortedHandles(c.handles) {
+		x := c.handles[h]
+		b = u(b, uint64(h))
+		b = append(b, byte(x.kind), byte(x.lost))
+		b = rref.AppendRRefID(b, &x.rref)
+		b = rref.AppendForkID(b, &x.fork)
+	}
+	b = u(b, uint64(len(c.fetches)))
+	for _, id := range sortedU64(c.fetches) {
+		b = u(b, id)
+	}
+	b = u(b, uint64(len(c.calls)))
+	for _, id := range sortedU64(c.calls) {
+		b = u(b, id)
+	}
+	var dead []WorkerID
+	for w := range c.dead {
+		dead = append(dead, w)
+	}
+	slices.Sort(dead)
+	b = u(b, uint64(len(dead)))
+	for _, w := range dead {
+		b = u(b, uint64(w))
+	}
+	b = u(b, uint64(len(c.tombs)))
+	for _, id := range sortedRRefs(c.tombs) {
+		b = rref.AppendRRefID(b, &id)
+	}
+	return b
+}
+
+// HandleState describes a handle for tools and tests.
+type HandleState struct {
+	Exists    bool
+	RRef      RRefID
+	Fork      ForkID
+	IsOwner   bool // the value lives on this worker
+	Confirmed bool // a UserRRef the owner has confirmed (always true on the owner)
+	Lost      ErrorKind
+}
+
+// Handle reports what h refers to.
+func (c *Core) Handle(h HandleID) HandleState {
+	hr := c.handles[h]
+	if hr == nil {
+		return HandleState{}
+	}
+	s := HandleState{Exists: true, RRef: hr.rref, Fork: hr.fork, Lost: hr.lost}
+	switch hr.kind {
+	case handleOwner, handleSelfFork:
+		s.IsOwner, s.Confirmed = true, true
+	case handleUser:
+		if u := c.users[hr.fork]; u != nil {
+			s.Confirmed = u.state == rref.UserConfirmed
+			switch u.state {
+			case rref.UserLost:
+				s.Lost = rref.ErrorKindLost
+			case rref.UserOrphaned:
+				s.Lost = rref.ErrorKindOwnerFailed
+			}
+		}
+	}
+	return s
+}
+
+// Hot lists every machine in a hot state, as "machine id state": where a
+// finished run must not rest.
+func (c *Core) Hot() []string {
+	var out []string
+	for _, id := range sortedRRefs(c.owners) {
+		o := c.owners[id]
+		if o.state.IsHot() {
+			out = append(out, fmt.Sprintf("Owner %s %s", fmtRRef(id), o.state))
+		}
+		for _, fid := range sortedForks(o.forks) {
+			if f := o.forks[fid]; f.state.IsHot() {
+				out = append(out, fmt.Sprintf("Fork %s %s", fmtFork(fid), f.state))
+			}
+		}
+	}
+	for _, fid := range sortedForks(c.users) {
+		if u := c.users[fid]; u.state.IsHot() {
+			out = append(out, fmt.Sprintf("User %s %s", fmtFork(fid), u.state))
+		}
+	}
+	for _, fid := range sortedForks(c.pins) {
+		if p := c.pins[fid]; p.state.IsHot() {
+			out = append(out, fmt.Sprintf("ChildPin %s %s", fmtFork(fid), p.state))
+		}
+	}
+	return out
+}
+
+func fmtRRef(id RRefID) string { return fmt.Sprintf("%d:%d", id.Worker, id.Local) }
+func fmtFork(id ForkID) string { return fmt.Sprintf("%d:%d", id.Worker, id.Local) }
+
+// Dump describes the whole state, one record a line, in a stable order.
+func (c *Core) Dump() string {
+	var b strings.Builder
+	for _, id := range sortedRRefs(c.owners) {
+		o := c.owners[id]
+		fmt.Fprintf(&b, "owner %s %s local=%d known=%d", fmtRRef(id), o.state, o.local, o.known)
+		if o.err != rref.ErrorKindNone {
+			fmt.Fprintf(&b, " err=%s", o.err)
+		} else if o.state == rref.OwnerReady {
+			fmt.Fprintf(&b, " value=%q", o.value)
+		}
+		if len(o.waiting) > 0 {
+			fmt.Fprintf(&b, " waiting=%d", len(o.waiting))
+		}
+		b.WriteString("\n")
+		for _, fid := range sortedForks(o.forks) {
+			f := o.forks[fid]
+			fmt.Fprintf(&b, "  fork %s %s holder=%d\n", fmtFork(fid), f.state, f.holder)
+		}
+	}
+	for _, fid := range sortedForks(c.users) {
+		u := c.users[fid]
+		fmt.Fprintf(&b, "user %s of %s %s owner=%d parent=%s", fmtFork(fid), fmtRRef(u.rref), u.state, u.owner, fmtFork(u.parent))
+		if u.pinned > 0 {
+			fmt.Fprintf(&b, " pinned=%d", u.pinned)
+		}
+		if u.fetching > 0 {
+			fmt.Fprintf(&b, " fetching=%d", u.fetching)
+		}
+		if u.timedOut {
+			b.WriteString(" timed-out")
+		}
+		b.WriteString("\n")
+	}
+	for _, fid := range sortedForks(c.pins) {
+		p := c.pins[fid]
+		fmt.Fprintf(&b, "pin %s parent=%s child=%d %s\n", fmtFork(fid), fmtFork(p.parent), p.child, p.state)
+	}
+	if len(c.tombs) > 0 {
+		var ts []string
+		for _, id := range sortedRRefs(c.tombs) {
+			ts = append(ts, fmtRRef(id))
+		}
+		fmt.Fprintf(&b, "tombstones %s\n", strings.Join(ts, " "))
+	}
+	return b.String()
+}
+
+// FormatMessage renders a message compactly for traces and script tests.
+func FormatMessage(m rref.Message) string {
+	switch m := m.(type) {
+	case *rref.Call:
+		return fmt.Sprintf("Call{call=%d fn=%s args=%q%s}", m.CallID, m.Function, m.Args, fmtDescs(m.RRefs))
+	case *rref.CallRet:
+		return fmt.Sprintf("CallRet{call=%d err=%s result=%q%s}", m.CallID, m.Error, m.Result, fmtDescs(m.RRefs))
+	case *rref.RemoteCall:
+		return fmt.Sprintf("RemoteCall{rref=%s fork=%s fn=%s args=%q%s}", fmtRRef(m.RRef), fmtFork(m.Fork), m.Function, m.Args, fmtDescs(m.RRefs))
+	case *rref.RemoteRet:
+		return fmt.Sprintf("RemoteRet{rref=%s fork=%s}", fmtRRef(m.RRef), fmtFork(m.Fork))
+	case *rref.FetchCall:
+		return fmt.Sprintf("FetchCall{fetch=%d rref=%s fork=%s}", m.FetchID, fmtRRef(m.RRef), fmtFork(m.Fork))
+	case *rref.FetchRet:
+		if m.Error != rref.ErrorKindNone {
+			return fmt.Sprintf("FetchRet{fetch=%d rref=%s err=%s}", m.FetchID, fmtRRef(m.RRef), m.Error)
+		}
+		return fmt.Sprintf("FetchRet{fetch=%d rref=%s value=%q}", m.FetchID, fmtRRef(m.RRef), m.Value)
+	case *rref.ForkRequest:
+		return fmt.Sprintf("ForkRequest{rref=%s fork=%s parent=%s}", fmtRRef(m.RRef), fmtFork(m.Fork), fmtFork(m.Parent))
+	case *rref.ForkAck:
+		return fmt.Sprintf("ForkAck{rref=%s fork=%s refused=%v}", fmtRRef(m.RRef), fmtFork(m.Fork), m.Refused)
+	case *rref.ChildAccept:
+		return fmt.Sprintf("ChildAccept{rref=%s child=%s refused=%v}", fmtRRef(m.RRef), fmtFork(m.Child), m.Refused)
+	case *rref.UserDelete:
+		return fmt.Sprintf("UserDelete{rref=%s fork=%s}", fmtRRef(m.RRef), fmtFork(m.Fork))
+	case *rref.Error:
+		return fmt.Sprintf("Error{kind=%s msg=%q}", m.Kind, m.Message)
+	}
+	return fmt.Sprintf("%T", m)
+}
+
+func fmtDescs(ds []rref.RRefDesc) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprintf("%s/%s<-%s", fmtRRef(d.RRef), fmtFork(d.Fork), fmtFork(d.Parent)))
+	}
+	return " rrefs=[" + strings.Join(parts, " ") + "]"
+}

@@ -1,0 +1,149 @@
+// Package core is the pure RRef protocol: one Core per worker, with no
+// goroutines, sockets or clocks inside. Inputs are user actions (create,
+// remote, call, pass, fetch, release), delivered messages and failure
+// notices; outputs accumulate in a Ready that the driver takes: messages to
+// send, user functions to run, fetch and call results, values freed.
+//
+// Every protocol state lives in a generated machine (generated/rref): the
+// owner's view of each fork (Fork), each OwnerRRef (Owner), each UserRRef
+// (User) and each child a parent has pinned (ChildPin). Counters beside them
+// (known forks, local handles, pinned children, outstanding fetches) are
+// tallies of those machines, never independent flags.
+//
+// Where G1 and G2 are enforced:
+//   - G1: a released UserRRef sends exactly one UserDelete, from the single
+//     transition draining -> deleted (see maybeDrain).
+//   - G2: a UserRRef that forks a child pins it (ChildPin) and cannot leave
+//     draining while any pin is pending; a pin is released only by the child's
+//     ChildAccept, which the child sends only after the owner's ForkAck.
+//     The creator's release waits for RemoteRet the same way (pending_released).
+//
+// A Core is not safe for concurrent use; the agent serialises its inputs.
+package core
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rrefkit/rref/generated/rref"
+)
+
+// WorkerID, RRefID and ForkID are the generated wire types.
+type (
+	WorkerID = rref.WorkerID
+	RRefID   = rref.RRefID
+	ForkID   = rref.ForkID
+)
+
+// HandleID names one reference the program holds on this worker: an owner's
+// local handle or a UserRRef. It is local to the Core and never travels.
+type HandleID uint64
+
+// ErrorKind says why a fetch or call failed.
+type ErrorKind = rref.ErrorKind
+
+// Errors returned for API misuse, matched with errors.Is.
+var (
+	ErrUnknownHandle = errors.New("core: unknown or released handle")
+	ErrHandleLost    = errors.New("core: handle is lost or its owner failed")
+	ErrPeerDead      = errors.New("core: peer is dead")
+	ErrBadInput      = errors.New("core: bad input")
+)
+
+// BadInputError describes a message that was refused without changing state.
+type BadInputError struct {
+	From WorkerID
+	Code rref.Code
+	Why  string
+}
+
+func (e *BadInputError) Error() string {
+	return fmt.Sprintf("core: bad %v from worker %d: %s", e.Code, e.From, e.Why)
+}
+
+func (e *BadInputError) Is(target error) bool { return target == ErrBadInput }
+
+// Envelope is a message with its route.
+type Envelope struct {
+	From, To WorkerID
+	Msg      rref.Message
+}
+
+// RunKind says which user action a Run answers.
+type RunKind uint8
+
+const (
+	RunRemote RunKind = iota + 1 // create a value: answer with CompleteRemote
+	RunCall                      // a plain call: answer with Return
+)
+
+// Run asks the driver to run a user function. It is emitted only once every
+// RRef among its arguments is confirmed by the owner (or refused).
+type Run struct {
+	Kind    RunKind
+	From    WorkerID // the caller
+	CallID  uint64   // RunCall: pass back to Return
+	RRef    RRefID   // RunRemote: pass back to CompleteRemote
+	Fn      string
+	Args    []byte
+	Handles []HandleID // the RRefs among the arguments, now held by this worker
+}
+
+// FetchResult completes a Fetch.
+type FetchResult struct {
+	FetchID uint64
+	Handle  HandleID
+	Value   []byte
+	Err     ErrorKind // ErrorKindNone on success
+	Message string    // the stored function error, for ErrorKindUser
+}
+
+// CallResult completes a Call.
+type CallResult struct {
+	CallID  uint64
+	Result  []byte
+	Handles []HandleID // RRefs returned, usable at once
+	Err     ErrorKind
+	Message string
+}
+
+// Freed reports a value the owner freed: no reference to it remains anywhere.
+type Freed struct {
+	RRef  RRefID
+	Value []byte
+}
+
+// Ready is everything a Core produced since the last TakeReady.
+type Ready struct {
+	Messages []Envelope
+	Runs     []Run
+	Fetches  []FetchResult
+	Calls    []CallResult
+	Freed    []Freed
+	// Errors lists bad input refused and any illegal transition a machine
+	// reported; a correct run produces none of the latter.
+	Errors []error
+}
+
+// Empty reports whether r holds nothing.
+func (r *Ready) Empty() bool {
+	return len(r.Messages) == 0 && len(r.Runs) == 0 && len(r.Fetches) == 0 && len(r.Calls) == 0 &&
+		len(r.Freed) == 0 && len(r.Errors) == 0
+}
+
+// Counters are the debug counters PyTorch exposes, plus our own.
+type Counters struct {
+	Owners          int // OwnerRRef records, also ones never passed on or awaiting creation
+	Forks           int // known forks over all owners
+	PendingUsers    int // UserRRefs not yet confirmed
+	PendingChildren int // children pinned and not yet answered
+	PendingMessages int // fetches and calls awaiting their reply
+	Duplicates      int // control messages ignored as duplicates
+	BadInput        int // messages refused as malformed or inconsistent
+	Illegal         int // illegal transitions reported by a machine: always 0 in a correct core
+}
+
+// Clean reports whether nothing protocol-related is left (L2).
+func (c Counters) Clean() bool {
+	return c.Owners == 0 && c.Forks == 0 && c.PendingUsers == 0 && c.PendingChildren == 0
+}
