@@ -6,6 +6,8 @@ package conformance
 
 import (
 	"fmt"
+
+	"github.com/rrefkit/rref/generated/rref"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,6 +28,10 @@ const (
 	OpCrash   Op = "crash"
 	OpTimeout Op = "timeout"
 	OpExpect  Op = "expect"
+	// OpDuplicate is an extension of the language: "duplicate W V K" makes the
+	// network deliver the next message of type K from W to V twice, as a resend
+	// after a reconnect would.
+	OpDuplicate Op = "duplicate"
 )
 
 // Cmd is one parsed line.
@@ -57,6 +63,15 @@ var ErrorKinds = []string{"user", "timeout", "deleted", "owner-failed", "lost"}
 
 // CounterNames are the counters `expect count` accepts.
 var CounterNames = []string{"owners", "forks", "pending_users", "pending_children"}
+
+// MessageNames are the message types "duplicate" accepts.
+func MessageNames() []string {
+	var out []string
+	for _, c := range rref.Codes {
+		out = append(out, c.String())
+	}
+	return out
+}
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -171,6 +186,13 @@ func Parse(name string, src []byte) (*Scenario, error) {
 			}
 		case OpSettle:
 			need(0, "settle")
+		case OpDuplicate:
+			if need(3, "duplicate W V K") && worker(args[0]) && worker(args[1]) {
+				c.W, c.V, c.Kind = args[0], args[1], args[2]
+				if !contains(MessageNames(), c.Kind) {
+					fail(line, "unknown message type %q (one of %s)", c.Kind, strings.Join(MessageNames(), ", "))
+				}
+			}
 		case OpCrash:
 			if need(1, "crash W") && worker(args[0]) {
 				c.W = args[0]

@@ -46,6 +46,11 @@ func (m inFlight) String() string {
 	return fmt.Sprintf("%d->%d %s", m.from, m.to, core.FormatMessage(m.msg))
 }
 
+type dupRule struct {
+	from, to WorkerID
+	kind     string
+}
+
 type handleKey struct {
 	w    WorkerID
 	name string
@@ -131,9 +136,10 @@ type World struct {
 	returning bool // a return command waits for its callee to answer
 	handles   map[handleKey]*progHandle
 	fetches   map[handleKey]*fetchState
-	fetchIDs  map[[2]uint64]handleKey      // (worker, fetch id)
-	returns   map[[2]uint64]string          // (caller, call id) -> name of the returned handle
-	travel    map[ForkID]travelling         // passed or returned handles not yet bound
+	fetchIDs  map[[2]uint64]handleKey // (worker, fetch id)
+	returns   map[[2]uint64]string    // (caller, call id) -> name of the returned handle
+	travel    map[ForkID]travelling   // passed or returned handles not yet bound
+	dups      []dupRule
 	mon       *monitor
 	violation *Violation
 }
@@ -177,11 +183,12 @@ func (w *World) Clone() *World {
 	n.fetchIDs = maps.Clone(w.fetchIDs)
 	n.returns = maps.Clone(w.returns)
 	n.travel = maps.Clone(w.travel)
+	n.dups = slices.Clone(w.dups)
 	n.mon = w.mon.clone()
 	return &n
 }
 
-func (w *World) name(id WorkerID) string { return w.sc.Workers[id-1] }
+func (w *World) name(id WorkerID) string     { return w.sc.Workers[id-1] }
 func (w *World) core(id WorkerID) *core.Core { return w.cores[id-1] }
 
 func (w *World) fail(inv string, line int, format string, args ...any) {
@@ -368,6 +375,9 @@ func (w *World) exec() {
 	case OpCrash:
 		w.crash(wid)
 		return
+	case OpDuplicate:
+		w.dups = append(w.dups, dupRule{from: wid, to: w.ids[c.V], kind: c.Kind})
+		return
 	case OpSettle:
 	case OpExpect:
 		w.expect(c)
@@ -420,6 +430,16 @@ func (w *World) push(m inFlight) {
 	}
 	m.key = b.String()
 	w.inflight = append(w.inflight, m)
+	if m.notice {
+		return
+	}
+	for i, d := range w.dups {
+		if d.from == m.from && d.to == m.to && d.kind == m.msg.MessageCode().String() {
+			w.dups = slices.Delete(w.dups, i, i+1)
+			w.inflight = append(w.inflight, m) // the resend
+			return
+		}
+	}
 }
 
 func (w *World) expect(c Cmd) {
@@ -708,7 +728,9 @@ func (w *World) checkFreed(owner WorkerID, id RRefID) {
 	for k := range w.handles {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].w < keys[j].w || keys[i].w == keys[j].w && keys[i].name < keys[j].name })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].w < keys[j].w || keys[i].w == keys[j].w && keys[i].name < keys[j].name
+	})
 	for _, k := range keys {
 		h := w.handles[k]
 		if h.rref != id || h.released || w.dead[k.w-1] || mon.exempt[h.fork] && h.fork != (ForkID{}) {
@@ -829,7 +851,7 @@ func (w *World) AppendState(b []byte) []byte {
 	for _, f := range dels {
 		b = fmt.Appendf(b, "d%d.%d=%d", f.Worker, f.Local, w.mon.deletes[f])
 	}
-	b = fmt.Appendf(b, "|x%d c%v", len(w.mon.exemptRRef), w.mon.crashed)
+	b = fmt.Appendf(b, "|x%d c%v d%d", len(w.mon.exemptRRef), w.mon.crashed, len(w.dups))
 	return b
 }
 

@@ -209,7 +209,7 @@ func genCodec(f *jen.File, name string, fields []*spec.Field) {
 	}
 
 	f.Commentf("Size%s is the encoded size of v.", gn)
-	f.Func().Id("Size"+gn).Params(jen.Id("v").Op("*").Id(gn)).Int().BlockFunc(func(g *jen.Group) {
+	f.Func().Id("Size" + gn).Params(jen.Id("v").Op("*").Id(gn)).Int().BlockFunc(func(g *jen.Group) {
 		if len(size) == 0 {
 			g.Return(jen.Lit(0))
 			return

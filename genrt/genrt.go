@@ -42,15 +42,16 @@ var DefaultLimits = Limits{MaxFrame: 64 << 20, MaxBytes: 64 << 20, MaxList: 1 <<
 
 // Sentinel decode errors, matched with errors.Is through a *DecodeError.
 var (
-	ErrTruncated   = errors.New("genrt: truncated input")
-	ErrOverflow    = errors.New("genrt: varint overflows its field")
-	ErrTooLarge    = errors.New("genrt: length exceeds limit")
-	ErrBadBool     = errors.New("genrt: bool is neither 0 nor 1")
-	ErrBadEnum     = errors.New("genrt: undeclared enum value")
-	ErrUnknownCode = errors.New("genrt: unknown message code")
-	ErrVersion     = errors.New("genrt: unsupported frame version")
-	ErrTrailing    = errors.New("genrt: trailing bytes after message")
-	ErrEmpty       = errors.New("genrt: empty frame")
+	ErrTruncated    = errors.New("genrt: truncated input")
+	ErrOverflow     = errors.New("genrt: varint overflows its field")
+	ErrTooLarge     = errors.New("genrt: length exceeds limit")
+	ErrBadBool      = errors.New("genrt: bool is neither 0 nor 1")
+	ErrBadEnum      = errors.New("genrt: undeclared enum value")
+	ErrUnknownCode  = errors.New("genrt: unknown message code")
+	ErrVersion      = errors.New("genrt: unsupported frame version")
+	ErrTrailing     = errors.New("genrt: trailing bytes after message")
+	ErrEmpty        = errors.New("genrt: empty frame")
+	ErrNonCanonical = errors.New("genrt: varint is not in its shortest form")
 )
 
 // DecodeError says which message and field failed to decode, and where.
@@ -102,6 +103,11 @@ func ConsumeUvarint(b []byte) (uint64, int, error) {
 		}
 		v |= uint64(c&0x7f) << (7 * i)
 		if c < 0x80 {
+			if c == 0 && i > 0 {
+				// A trailing zero group: a longer spelling of a smaller number.
+				// Each value has exactly one encoding, so frames compare bytewise.
+				return 0, 0, ErrNonCanonical
+			}
 			return v, i + 1, nil
 		}
 	}

@@ -31,7 +31,7 @@ type Error struct {
 	Msg string
 }
 
-func (e *Error) Error() string       { return e.Pos.String() + ": " + e.Msg }
+func (e *Error) Error() string        { return e.Pos.String() + ": " + e.Msg }
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 func errorf(p Pos, format string, args ...any) *Error {

@@ -240,14 +240,14 @@ func (c *Core) forkAll(refs []HandleID, to WorkerID) []rref.RRefDesc {
 func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 	child := ForkID{Worker: c.self, Local: c.newID()}
 	if hr.kind == handleOwner || hr.kind == handleSelfFork {
+		// The fork is counted even when it travels to this worker itself: until
+		// it arrives, it is the only thing keeping the value alive.
 		d := rref.RRefDesc{Owner: c.self, RRef: hr.rref, Fork: child, Parent: asFork(hr.rref)}
-		if to != c.self {
-			o := c.owners[hr.rref]
-			f := forkRec{state: rref.ForkStart, holder: to}
-			c.stepFork(&f, rref.ForkOnCreate)
-			o.forks[child] = f
-			o.known++
-		}
+		o := c.owners[hr.rref]
+		f := forkRec{state: rref.ForkStart, holder: to}
+		c.stepFork(&f, rref.ForkOnCreate)
+		o.forks[child] = f
+		o.known++
 		return d
 	}
 	u := c.users[hr.fork]
@@ -292,6 +292,10 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 		o.local++
 		if !parentIsOwner {
 			c.send(from, &rref.ChildAccept{RRef: d.RRef, Child: d.Fork})
+		} else if f, ok := o.forks[d.Fork]; ok && f.holder == c.self && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
+			// The owner's own fork came home: the local handle now holds the value.
+			o.forks[d.Fork] = f
+			o.known--
 		}
 		return c.newHandle(&handleRec{kind: handleOwner, rref: d.RRef}), nil
 	}

@@ -104,7 +104,7 @@ type Core struct {
 	tombLimit int
 
 	dupes, bad, illegals int
-	ready               Ready
+	ready                Ready
 }
 
 // Option configures a Core.

@@ -169,9 +169,6 @@ func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
 }
 
 func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
-	if m.Fork.Worker == from {
-		return c.refuse(from, rref.CodeForkRequest, "fork %v was minted by the requester itself", m.Fork)
-	}
 	o, _ := c.ownerFor(m.RRef)
 	if o == nil {
 		// Freed, or never created: the child is refused and still unpins its parent.
