@@ -1,23 +1,132 @@
 package conformance
 
 import (
-	"os"
-	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
-func TestQuick(t *testing.T) {
-	paths, _ := filepath.Glob("testdata/*.rref")
-	for _, p := range paths {
-		src, _ := os.ReadFile(p)
-		sc, err := Parse(p, src)
-		if err != nil {
-			t.Fatal(err)
+// TestCorpus explores every scenario exhaustively, bounded so the default test
+// run stays short; rrefgen conformance runs it unbounded.
+func TestCorpus(t *testing.T) {
+	scs, err := Corpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scs) < 40 {
+		t.Errorf("the corpus has %d scenarios; keep at least 40", len(scs))
+	}
+	for _, sc := range scs {
+		if sc.Comment == "" {
+			t.Errorf("%s does not open with a comment saying what it checks", sc.Name)
 		}
-		r := Explore(sc, Options{})
-		t.Logf("%s: %v schedules, %d states, %v, %v", p, r.Schedules, r.States, r.Duration, r.Violation)
-		for _, l := range r.Trace {
-			t.Log("  ", l)
+		r := Explore(sc, Options{MaxStates: 20000, Timeout: 5 * time.Second})
+		if !r.Passed() {
+			t.Errorf("%s: %v\n  %s\n  schedule: %s", sc.Name, r.Violation, strings.Join(r.Trace, "\n  "), r.ScheduleString())
 		}
+	}
+}
+
+func TestRandomAndPCTWalksPass(t *testing.T) {
+	scs, _ := Corpus()
+	for _, sc := range scs {
+		for _, mode := range []Mode{Random, PCT} {
+			r := Explore(sc, Options{Mode: mode, Walks: 20, Seed: 1})
+			if !r.Passed() || r.Schedules != 20 {
+				t.Errorf("%s %s: %v after %v walks", sc.Name, mode, r.Violation, r.Schedules)
+			}
+		}
+	}
+}
+
+const brokenScenario = `# A scenario that expects the wrong value: it must fail with a trace.
+workers A B
+remote A B r 7
+fetch A r
+expect value A r 8
+`
+
+func TestFailureReportsShortestTraceAndReplays(t *testing.T) {
+	sc, err := Parse("broken.rref", []byte(brokenScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Explore(sc, Options{})
+	if r.Passed() || r.Violation.Invariant != "expect" || r.Violation.Line != 5 {
+		t.Fatalf("want an expect failure at line 5, got %v", r.Violation)
+	}
+	// remote, fetch, RemoteCall, FetchCall, FetchRet, expect: six steps at least.
+	if len(r.Trace) != 6 {
+		t.Errorf("shortest trace has %d steps, want 6:\n%s", len(r.Trace), strings.Join(r.Trace, "\n"))
+	}
+	sched, err := ParseSchedule(r.ScheduleString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := Replay(sc, sched, nil)
+	if again.Violation == nil || again.Violation.Error() != r.Violation.Error() {
+		t.Fatalf("replay gave %v, want %v", again.Violation, r.Violation)
+	}
+	w := Explore(sc, Options{Mode: Random, Seed: 42, Walks: 5})
+	if w.Passed() || w.Seed != 42 {
+		t.Fatalf("random walk: %v seed %d", w.Violation, w.Seed)
+	}
+}
+
+func TestStuckScenarioIsL1(t *testing.T) {
+	sc, err := Parse("stuck.rref", []byte("workers A B\nremote A B r 1\ncrash B\nfetch A r\nexpect value A r 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Explore(sc, Options{})
+	if r.Passed() {
+		t.Fatal("a fetch that gets owner-failed cannot satisfy expect value")
+	}
+	sc2, _ := Parse("wait.rref", []byte("workers A B\nfetch A nothing\n"))
+	r2 := Explore(sc2, Options{})
+	if r2.Passed() || r2.Violation.Invariant != "L1" {
+		t.Fatalf("waiting for a handle that never comes: %v", r2.Violation)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := map[string]string{
+		"new A x 1\n":                               "first command must be \"workers\"",
+		"workers A\nnew B x 1\n":                    "2: unknown worker \"B\"",
+		"workers A\nnew A x one\n":                  "2: bad integer \"one\"",
+		"workers A\nfrob A\n":                       "2: unknown command \"frob\"",
+		"workers A\nexpect error A x nope\n":        "unknown error kind \"nope\"",
+		"workers A\nexpect count A apples 1\n":      "unknown counter \"apples\"",
+		"workers A\nrelease A\n":                    "release takes 2 arguments",
+		"workers A A\n":                             "declared twice",
+		"workers A\nworkers B\n":                    "workers declared twice",
+		"workers A\nduplicate A A Nope\n":           "unknown message type \"Nope\"",
+		"workers A\nexpect clean now\n":             "expect clean takes no arguments",
+		"workers A\nexpect wonder\n":                "unknown expectation",
+		"workers A\nremote A A 9x 1\n":              "bad handle name",
+		"":                                          "no \"workers\" line",
+		"# only a comment\n":                        "no \"workers\" line",
+		"workers A\nnew A x 1 # trailing comment\n": "",
+	}
+	for src, want := range cases {
+		_, err := Parse("t.rref", []byte(src))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: unexpected error %v", src, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: got %v, want an error containing %q", src, err, want)
+		}
+	}
+}
+
+func BenchmarkExhaustiveCorpus(b *testing.B) {
+	scs, _ := Corpus()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		states := 0
+		for _, sc := range scs {
+			states += Explore(sc, Options{}).States
+		}
+		b.ReportMetric(float64(states), "states/op")
 	}
 }

@@ -198,6 +198,15 @@ func (c *Core) Release(h HandleID) error {
 	if u == nil {
 		return nil
 	}
+	if u.state == rref.UserPending && mutant(mutCreatorDeleteNotDeferred) {
+		u.state = rref.UserDeleted
+		c.send(u.owner, &rref.UserDelete{RRef: u.rref, Fork: u.fork})
+		return nil
+	}
+	if u.state == rref.UserPending && mutant(mutPendingReleaseNoDelete) {
+		delete(c.users, u.fork)
+		return nil
+	}
 	c.stepUser(u, rref.UserOnRelease)
 	c.maybeDrain(u)
 	return nil
@@ -251,8 +260,10 @@ func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 		return d
 	}
 	u := c.users[hr.fork]
-	c.pins[child] = &pinRec{state: rref.ChildPinStart, rref: u.rref, parent: u.fork, child: to, owner: u.owner}
-	u.pinned++
+	if !mutant(mutNoPin) {
+		c.pins[child] = &pinRec{state: rref.ChildPinStart, rref: u.rref, parent: u.fork, child: to, owner: u.owner}
+		u.pinned++
+	}
 	return rref.RRefDesc{Owner: u.owner, RRef: u.rref, Fork: child, Parent: u.fork}
 }
 
@@ -313,6 +324,9 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 		c.stepUser(u, rref.UserOnConfirm) // the owner knew this fork when it sent it
 	default:
 		c.send(d.Owner, &rref.ForkRequest{RRef: d.RRef, Fork: d.Fork, Parent: d.Parent})
+		if mutant(mutChildAcceptEarly) {
+			c.send(from, &rref.ChildAccept{RRef: d.RRef, Child: d.Fork})
+		}
 	}
 	return u.handle, u
 }

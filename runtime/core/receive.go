@@ -79,9 +79,11 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	if err := c.checkDescs(from, rref.CodeRemoteCall, m.RRefs); err != nil {
 		return err
 	}
-	if _, gone := c.tombs[m.RRef]; gone {
+	if _, gone := c.tombs[m.RRef]; gone && !mutant(mutLateRemoteRecreates) {
 		c.dupes++ // a resent RemoteCall never re-creates a freed value
 		return nil
+	} else if gone {
+		delete(c.tombs, m.RRef)
 	}
 	o, _ := c.ownerFor(m.RRef)
 	if o == nil {
@@ -124,7 +126,7 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 	} else {
 		c.stepUser(u, rref.UserOnConfirm)
 	}
-	if viaParent {
+	if viaParent && !mutant(mutChildAcceptEarly) {
 		// Only now may the parent unpin the child (G2).
 		c.send(u.parentW, &rref.ChildAccept{RRef: id, Child: fork, Refused: refused})
 	}
@@ -170,6 +172,9 @@ func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
 
 func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	o, _ := c.ownerFor(m.RRef)
+	if o != nil && o.state == rref.OwnerAwaiting && mutant(mutForkRequestDropped) {
+		return nil
+	}
 	if o == nil {
 		// Freed, or never created: the child is refused and still unpins its parent.
 		c.send(from, &rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true})
@@ -183,6 +188,9 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		f = forkRec{state: rref.ForkStart, holder: from}
 	}
 	if c.stepFork(&f, rref.ForkOnRequest) != genrt.Moved {
+		if mutant(mutDuplicateForkCounted) && f.state == rref.ForkKnown {
+			o.known++
+		}
 		c.dupes++
 		if f.state == rref.ForkKnown {
 			c.send(from, &rref.ForkAck{RRef: m.RRef, Fork: m.Fork}) // the ACK may have been lost with a connection
@@ -245,6 +253,9 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 	case genrt.Moved:
 		o.forks[m.Fork] = f
 		o.known--
+		if mutant(mutOwnerDeletesOnFirst) {
+			o.known, o.local = 0, 0
+		}
 		c.maybeFree(m.RRef, o)
 	case genrt.Ignored:
 		c.dupes++

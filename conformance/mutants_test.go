@@ -1,0 +1,44 @@
+//go:build rrefmutants
+
+package conformance
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+// TestMutants seeds each protocol bug into the core and checks that at least
+// one corpus scenario catches it. Run with: go test -tags rrefmutants ./conformance
+func TestMutants(t *testing.T) {
+	scs, err := Corpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(core.Mutants))
+	for n := range core.Mutants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) < 8 {
+		t.Fatalf("only %d mutants", len(names))
+	}
+	defer core.SetMutant(0)
+	for _, name := range names {
+		core.SetMutant(core.Mutants[name])
+		caught := ""
+		for _, sc := range scs {
+			r := Explore(sc, Options{MaxStates: 50000})
+			if !r.Passed() {
+				caught = sc.Name + ": " + r.Violation.Error()
+				break
+			}
+		}
+		if caught == "" {
+			t.Errorf("mutant %s survived the whole corpus", name)
+		} else {
+			t.Logf("mutant %-28s caught by %s", name, caught)
+		}
+	}
+}

@@ -1,0 +1,22 @@
+//go:build rrefmutants
+
+package core
+
+// Mutants lists the seeded bugs by name, for the conformance suite's teeth test.
+var Mutants = map[string]mutantID{
+	"no-pin":                      mutNoPin,
+	"creator-delete-not-deferred": mutCreatorDeleteNotDeferred,
+	"owner-deletes-on-first":      mutOwnerDeletesOnFirst,
+	"fork-request-dropped":        mutForkRequestDropped,
+	"child-accept-early":          mutChildAcceptEarly,
+	"late-remote-recreates":       mutLateRemoteRecreates,
+	"pending-release-no-delete":   mutPendingReleaseNoDelete,
+	"duplicate-fork-counted":      mutDuplicateForkCounted,
+}
+
+var activeMutant mutantID
+
+// SetMutant turns one seeded bug on (0 turns all off). Not safe for concurrent use.
+func SetMutant(m mutantID) { activeMutant = m }
+
+func mutant(m mutantID) bool { return activeMutant == m }
