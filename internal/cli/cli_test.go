@@ -110,3 +110,36 @@ func TestGenCheckOfThisRepository(t *testing.T) {
 		t.Fatalf("generated/ is stale (run go generate ./generated):\n%s%s", out, errs)
 	}
 }
+
+func TestConformanceCorpusPasses(t *testing.T) {
+	code, out, errs := run(t, "", "conformance", "-q", "-max-states", "20000")
+	if code != ExitOK || !strings.Contains(out, "0 failed") || !strings.Contains(out, "seed_flow4_user_to_user.rref") {
+		t.Fatalf("conformance: %d\n%s%s", code, out, errs)
+	}
+}
+
+func TestConformanceFailureAndReplay(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bad.rref"), []byte("# wrong on purpose\nworkers A B\nremote A B r 7\nfetch A r\nexpect value A r 8\n"), 0o644)
+	code, out, _ := run(t, dir, "conformance", "bad.rref")
+	if code != ExitFail || !strings.Contains(out, "violated expect at line 5") || !strings.Contains(out, "replay: rrefgen conformance -replay ") {
+		t.Fatalf("failure report: %d\n%s", code, out)
+	}
+	i := strings.Index(out, "-replay ") + len("-replay ")
+	sched := strings.Fields(out[i:])[0]
+	code, out, _ = run(t, dir, "conformance", "-replay", sched, "bad.rref")
+	if code != ExitFail || !strings.Contains(out, "FAIL expect at line 5") {
+		t.Fatalf("replay: %d\n%s", code, out)
+	}
+	code, out, _ = run(t, dir, "conformance", "-json", "-mode", "random", "-walks", "3", "bad.rref")
+	if code != ExitFail || !strings.Contains(out, `"invariant":"expect"`) || !strings.Contains(out, `"seed":1`) {
+		t.Fatalf("json random: %d\n%s", code, out)
+	}
+	os.WriteFile(filepath.Join(dir, "malformed.rref"), []byte("workers A\nfrob A\n"), 0o644)
+	if code, _, errs := run(t, dir, "conformance", "malformed.rref"); code != ExitFail || !strings.Contains(errs, "malformed.rref:2: unknown command") {
+		t.Fatalf("malformed: %d %q", code, errs)
+	}
+	if code, _, _ := run(t, dir, "conformance", "-mode", "sideways"); code != ExitUsage {
+		t.Fatalf("bad mode: %d", code)
+	}
+}

@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rrefkit/rref/conformance"
+)
+
+func init() {
+	register(command{"conformance", "explore scenario interleavings and check the invariants (the main job)", runConformance})
+}
+
+type jsonRow struct {
+	Scenario     string   `json:"scenario"`
+	Mode         string   `json:"mode"`
+	Result       string   `json:"result"`
+	Schedules    float64  `json:"schedules"`
+	States       int      `json:"states"`
+	Seconds      float64  `json:"seconds"`
+	StatesPerSec float64  `json:"states_per_second"`
+	Invariant    string   `json:"invariant,omitempty"`
+	Detail       string   `json:"detail,omitempty"`
+	Trace        []string `json:"trace,omitempty"`
+	Schedule     string   `json:"schedule,omitempty"`
+	Seed         int64    `json:"seed,omitempty"`
+	Truncated    string   `json:"truncated,omitempty"`
+}
+
+func runConformance(env *Env, args []string) int {
+	fs := newFlags(env, "conformance", "[flags] [file or folder ...]", `
+Runs scenario files (shared/CONFORMANCE.md) against the protocol core in a
+simulated network that may deliver any in-flight message next. By default it
+explores every interleaving of the embedded corpus, with state hashing. A
+failure prints the violated invariant, the shortest failing schedule found and
+a -replay string (and a -seed for random and pct walks). Exit status 1 when
+any scenario fails.`)
+	mode := fs.String("mode", "exhaustive", "exhaustive, random or pct")
+	walks := fs.Int("walks", 1000, "random and pct: schedules per scenario")
+	seed := fs.Int64("seed", 1, "random and pct: the first walk's seed")
+	maxStates := fs.Int("max-states", 2_000_000, "exhaustive: distinct states per scenario before giving up")
+	timeout := fs.Duration("timeout", 2*time.Minute, "time bound per scenario")
+	asJSON := fs.Bool("json", false, "print one JSON object per scenario instead of a table")
+	replay := fs.String("replay", "", "replay one schedule (as printed by a failure) of the one scenario named")
+	quiet := fs.Bool("q", false, "no progress bar")
+	target := fs.String("target", "core", "what to run against: core (the pure protocol core)")
+	if st := parseFlags(env, fs, args); st >= 0 {
+		return st
+	}
+	if *target != "core" {
+		fmt.Fprintf(env.Stderr, "rrefgen conformance: -target %q is not available yet (the runtime target comes with the worker runtime)\n", *target)
+		return ExitUsage
+	}
+	m := conformance.Mode(*mode)
+	if m != conformance.Exhaustive && m != conformance.Random && m != conformance.PCT {
+		fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -mode %q (exhaustive, random or pct)\n", *mode)
+		return ExitUsage
+	}
+	var scs []*conformance.Scenario
+	var err error
+	if fs.NArg() == 0 {
+		scs, err = conformance.Corpus()
+	} else {
+		paths := make([]string, fs.NArg())
+		for i, p := range fs.Args() {
+			paths[i] = env.abs(p)
+		}
+		scs, err = conformance.Load(paths)
+	}
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return ExitFail
+	}
+	if *replay != "" {
+		if len(scs) != 1 {
+			fmt.Fprintln(env.Stderr, "rrefgen conformance: -replay needs exactly one scenario file")
+			return ExitUsage
+		}
+		sched, err := conformance.ParseSchedule(*replay)
+		if err != nil {
+			fmt.Fprintln(env.Stderr, err)
+			return ExitUsage
+		}
+		r := conformance.Replay(scs[0], sched, nil)
+		for i, step := range r.Trace {
+			fmt.Fprintf(env.Stdout, "%3d  %s\n", i+1, step)
+		}
+		if r.Violation != nil {
+			fmt.Fprintf(env.Stdout, "FAIL %s\n", r.Violation)
+			return ExitFail
+		}
+		fmt.Fprintln(env.Stdout, "ok: the schedule ran without a violation")
+		return ExitOK
+	}
+
+	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, Timeout: *timeout}
+	progress := !*quiet && !*asJSON && isTerminal(env.Stderr)
+	start := time.Now()
+	failed, totalStates := 0, 0
+	var totalSchedules float64
+	if !*asJSON {
+		fmt.Fprintf(env.Stdout, "%-36s %-10s %14s %9s %9s %12s  %s\n", "scenario", "mode", "schedules", "states", "time", "states/s", "result")
+	}
+	enc := json.NewEncoder(env.Stdout)
+	for i, sc := range scs {
+		if progress {
+			bar := strings.Repeat("#", (i*30)/len(scs)) + strings.Repeat(".", 30-(i*30)/len(scs))
+			fmt.Fprintf(env.Stderr, "\r[%s] %d/%d %-40s", bar, i, len(scs), sc.Name)
+		}
+		r := conformance.Explore(sc, opt)
+		totalStates += r.States
+		totalSchedules += r.Schedules
+		secs := r.Duration.Seconds()
+		rate := 0.0
+		if secs > 0 {
+			rate = float64(r.States) / secs
+		}
+		result := "ok"
+		if !r.Passed() {
+			result = "FAIL"
+			failed++
+		} else if r.Truncated != "" {
+			result = "ok (bounded: " + r.Truncated + ")"
+		}
+		if *asJSON {
+			row := jsonRow{Scenario: sc.Name, Mode: string(r.Mode), Result: result, Schedules: r.Schedules, States: r.States,
+				Seconds: secs, StatesPerSec: rate, Truncated: r.Truncated}
+			if r.Violation != nil {
+				row.Invariant, row.Detail, row.Trace, row.Schedule = r.Violation.Invariant, r.Violation.Detail, r.Trace, r.ScheduleString()
+				if m != conformance.Exhaustive {
+					row.Seed = r.Seed
+				}
+			}
+			enc.Encode(row)
+			continue
+		}
+		if progress {
+			fmt.Fprint(env.Stderr, "\r"+strings.Repeat(" ", 80)+"\r")
+		}
+		fmt.Fprintf(env.Stdout, "%-36s %-10s %14.4g %9d %9s %12.0f  %s\n", sc.Name, r.Mode, r.Schedules, r.States, r.Duration.Round(time.Millisecond), rate, result)
+		if r.Violation != nil {
+			fmt.Fprintf(env.Stdout, "    violated %s\n", r.Violation)
+			for j, step := range r.Trace {
+				fmt.Fprintf(env.Stdout, "    %3d  %s\n", j+1, step)
+			}
+			fmt.Fprintf(env.Stdout, "    replay: rrefgen conformance -replay %s %s\n", r.ScheduleString(), sc.Name)
+			if m != conformance.Exhaustive {
+				fmt.Fprintf(env.Stdout, "    seed: %d (rrefgen conformance -mode %s -seed %d -walks 1 %s)\n", r.Seed, m, r.Seed, sc.Name)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	if !*asJSON {
+		fmt.Fprintf(env.Stdout, "\n%d scenarios, %d failed; %.4g schedules, %d states in %v (%.0f states/s)\n",
+			len(scs), failed, totalSchedules, totalStates, elapsed.Round(time.Millisecond), float64(totalStates)/elapsed.Seconds())
+		fmt.Fprintf(env.Stdout, "%d passed, %d failed\n", len(scs)-failed, failed)
+	}
+	if failed > 0 {
+		return ExitFail
+	}
+	return ExitOK
+}
+
+// isTerminal reports whether w is a character device (a progress bar is
+// pointless in files and CI logs).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
