@@ -188,7 +188,7 @@ func (c *Core) Release(h HandleID) error {
 		}
 		f, ok := o.forks[hr.fork]
 		if ok && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
-			o.forks[hr.fork] = f
+			c.storeFork(o, hr.fork, f)
 			o.known--
 			c.maybeFree(hr.rref, o)
 		}
@@ -305,7 +305,7 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 			c.send(from, &rref.ChildAccept{RRef: d.RRef, Child: d.Fork})
 		} else if f, ok := o.forks[d.Fork]; ok && f.holder == c.self && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
 			// The owner's own fork came home: the local handle now holds the value.
-			o.forks[d.Fork] = f
+			c.storeFork(o, d.Fork, f)
 			o.known--
 		}
 		return c.newHandle(&handleRec{kind: handleOwner, rref: d.RRef}), nil

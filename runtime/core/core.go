@@ -99,6 +99,9 @@ type Core struct {
 	dead    map[WorkerID]bool
 
 	tombs     map[RRefID]tombstone
+	goneForks map[ForkID]struct{} // recently deleted forks, so a resend cannot revive one
+	goneRing  []ForkID
+	goneNext  int
 	tombRing  []RRefID
 	tombNext  int
 	tombLimit int
@@ -131,6 +134,7 @@ func New(self WorkerID, opts ...Option) *Core {
 		calls:     map[uint64]WorkerID{},
 		dead:      map[WorkerID]bool{},
 		tombs:     map[RRefID]tombstone{},
+		goneForks: map[ForkID]struct{}{},
 		tombLimit: DefaultTombstones,
 	}
 	for _, o := range opts {
@@ -237,6 +241,32 @@ func (c *Core) tombstone(id RRefID, kind ErrorKind) {
 		c.tombNext = (c.tombNext + 1) % c.tombLimit
 	}
 	c.tombs[id] = tombstone{kind: kind}
+}
+
+// storeFork writes a fork back; a fork in a final state is dropped from its
+// owner and remembered, boundedly, as gone, so memory follows live forks only.
+func (c *Core) storeFork(o *ownerRec, id ForkID, f forkRec) {
+	if !f.state.IsFinal() {
+		o.forks[id] = f
+		return
+	}
+	delete(o.forks, id)
+	if _, ok := c.goneForks[id]; ok {
+		return
+	}
+	if len(c.goneRing) < c.tombLimit {
+		c.goneRing = append(c.goneRing, id)
+	} else {
+		delete(c.goneForks, c.goneRing[c.goneNext])
+		c.goneRing[c.goneNext] = id
+		c.goneNext = (c.goneNext + 1) % c.tombLimit
+	}
+	c.goneForks[id] = struct{}{}
+}
+
+func (c *Core) forkGone(id ForkID) bool {
+	_, ok := c.goneForks[id]
+	return ok
 }
 
 func (c *Core) newHandle(h *handleRec) HandleID {

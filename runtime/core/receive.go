@@ -1,6 +1,8 @@
 package core
 
 import (
+	"errors"
+
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/genrt"
 )
@@ -181,6 +183,10 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		return nil
 	}
 	f, seen := o.forks[m.Fork]
+	if !seen && c.forkGone(m.Fork) {
+		c.dupes++ // resent after the fork was deleted: it must not come back
+		return nil
+	}
 	if seen && f.holder != from {
 		return c.refuse(from, rref.CodeForkRequest, "fork %v is held by worker %d", m.Fork, f.holder)
 	}
@@ -243,6 +249,10 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 		return c.refuse(from, rref.CodeUserDelete, "delete for unknown %v", m.RRef)
 	}
 	f, ok := o.forks[m.Fork]
+	if !ok && c.forkGone(m.Fork) {
+		c.dupes++
+		return nil
+	}
 	if !ok {
 		return c.refuse(from, rref.CodeUserDelete, "delete for unknown fork %v of %v", m.Fork, m.RRef)
 	}
@@ -251,7 +261,7 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 	}
 	switch c.stepFork(&f, rref.ForkOnDelete) {
 	case genrt.Moved:
-		o.forks[m.Fork] = f
+		c.storeFork(o, m.Fork, f)
 		o.known--
 		if mutant(mutOwnerDeletesOnFirst) {
 			o.known, o.local = 0, 0
@@ -277,7 +287,7 @@ func (c *Core) PeerFailed(w WorkerID) {
 		for _, fid := range sortedForks(o.forks) {
 			f := o.forks[fid]
 			if f.holder == w && c.stepFork(&f, rref.ForkOnHolderFailed) == genrt.Moved {
-				o.forks[fid] = f
+				c.storeFork(o, fid, f)
 				o.known--
 			}
 		}
@@ -342,4 +352,17 @@ func (c *Core) loseLocalHandles(id RRefID) {
 			h.lost = rref.ErrorKindLost
 		}
 	}
+}
+
+// DeliverFrame decodes one frame from worker from and delivers it. A frame
+// that does not decode is refused like any bad input, with the decoder's error.
+func (c *Core) DeliverFrame(from WorkerID, frame []byte, lim *genrt.Limits) error {
+	m, err := rref.Decode(frame, lim)
+	if err != nil {
+		c.bad++
+		e := &BadInputError{From: from, Why: err.Error()}
+		c.ready.Errors = append(c.ready.Errors, e)
+		return errors.Join(e, err)
+	}
+	return c.Deliver(from, m)
 }

@@ -54,6 +54,8 @@ func (c *Core) Clone() *Core {
 	d.dead = maps.Clone(c.dead)
 	d.tombs = maps.Clone(c.tombs)
 	d.tombRing = slices.Clone(c.tombRing)
+	d.goneForks = maps.Clone(c.goneForks)
+	d.goneRing = slices.Clone(c.goneRing)
 	d.ready = Ready{}
 	return &d
 }
@@ -131,6 +133,10 @@ func (c *Core) AppendState(b []byte) []byte {
 	b = u(b, uint64(len(c.tombs)))
 	for _, id := range sortedRRefs(c.tombs) {
 		b = rref.AppendRRefID(b, &id)
+	}
+	b = u(b, uint64(len(c.goneForks)))
+	for _, id := range sortedForks(c.goneForks) {
+		b = rref.AppendForkID(b, &id)
 	}
 	return b
 }

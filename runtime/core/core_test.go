@@ -1,0 +1,161 @@
+package core_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/genrt"
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+// pair is an owner B (2) with a confirmed user A (1) holding one remote value.
+func pair(t *testing.T) (a, b *core.Core, h core.HandleID, id rref.RRefID, fork rref.ForkID) {
+	t.Helper()
+	a, b = core.New(1), core.New(2)
+	h, err := a.Remote(2, "identity", []byte("v"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a.TakeReady()
+	rc := r.Messages[0].Msg.(*rref.RemoteCall)
+	if err := b.Deliver(1, rc); err != nil {
+		t.Fatal(err)
+	}
+	rb := b.TakeReady()
+	b.CompleteRemote(rc.RRef, rc.Args, false, "")
+	b.TakeReady()
+	if err := a.Deliver(2, rb.Messages[0].Msg); err != nil {
+		t.Fatal(err)
+	}
+	a.TakeReady()
+	return a, b, h, rc.RRef, rc.Fork
+}
+
+func wantBad(t *testing.T, c *core.Core, err error, what string) {
+	t.Helper()
+	var be *core.BadInputError
+	if !errors.Is(err, core.ErrBadInput) || !errors.As(err, &be) {
+		t.Fatalf("%s: got %v, want a BadInputError", what, err)
+	}
+	r := c.TakeReady()
+	if len(r.Messages) != 0 || len(r.Freed) != 0 || len(r.Errors) != 1 {
+		t.Fatalf("%s: a refused message changed something: %+v", what, r)
+	}
+}
+
+func TestBadInputIsRefusedWithoutStateChange(t *testing.T) {
+	a, b, _, id, fork := pair(t)
+	before := b.Dump()
+	other := rref.RRefID{Worker: 1, Local: 999}
+	wantBad(t, b, b.Deliver(1, &rref.UserDelete{RRef: other, Fork: fork}), "delete for an unknown RRef")
+	wantBad(t, b, b.Deliver(1, &rref.UserDelete{RRef: id, Fork: rref.ForkID{Worker: 1, Local: 77}}), "delete for an unknown fork")
+	wantBad(t, b, b.Deliver(3, &rref.UserDelete{RRef: id, Fork: fork}), "delete of a fork the sender does not hold")
+	wantBad(t, b, b.Deliver(3, &rref.ForkRequest{RRef: id, Fork: fork, Parent: fork}), "fork request for a fork held by another")
+	wantBad(t, b, b.Deliver(3, &rref.FetchCall{FetchID: 1, RRef: id, Fork: fork}), "fetch through another's fork")
+	wantBad(t, b, b.Deliver(3, &rref.RemoteCall{RRef: rref.RRefID{Worker: 1, Local: 5}, Fork: rref.ForkID{Worker: 1, Local: 6}}), "remote call with ids it did not mint")
+	wantBad(t, b, b.Deliver(1, &rref.Call{CallID: 1, RRefs: []rref.RRefDesc{{Owner: 2, RRef: id, Fork: rref.ForkID{Worker: 3, Local: 1}, Parent: fork}}}), "call carrying a fork minted by another")
+	wantBad(t, b, b.Deliver(3, &rref.Call{CallID: 1, RRefs: []rref.RRefDesc{{Owner: 1, RRef: id, Fork: rref.ForkID{Worker: 3, Local: 1}, Parent: rref.ForkID(id)}}}), "call claiming to come from the owner")
+	wantBad(t, b, b.Deliver(1, &rref.CallRet{CallID: 42}), "reply to a call never made")
+	if got := b.Dump(); got != before {
+		t.Fatalf("state changed:\n%s\nwas\n%s", got, before)
+	}
+	beforeA := a.Dump()
+	wantBad(t, a, a.Deliver(3, &rref.RemoteRet{RRef: id, Fork: fork}), "RemoteRet from a worker that is not the owner")
+	wantBad(t, a, a.Deliver(3, &rref.ForkAck{RRef: id, Fork: fork}), "ForkAck from a worker that is not the owner")
+	if got := a.Dump(); got != beforeA {
+		t.Fatalf("user state changed:\n%s\nwas\n%s", got, beforeA)
+	}
+	if n := b.Counters(); n.BadInput != 9 || n.Illegal != 0 {
+		t.Fatalf("counters %+v", n)
+	}
+}
+
+func TestDuplicatesAreCountedNotActedOn(t *testing.T) {
+	a, b, h, id, fork := pair(t)
+	if err := a.Deliver(2, &rref.RemoteRet{RRef: id, Fork: fork}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Deliver(2, &rref.ChildAccept{RRef: id, Child: rref.ForkID{Worker: 1, Local: 50}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Deliver(2, &rref.FetchRet{FetchID: 999, RRef: id}); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Counters(); n.Duplicates != 3 {
+		t.Fatalf("user duplicates %d, want 3", n.Duplicates)
+	}
+	a.Release(h)
+	del := a.TakeReady().Messages[0].Msg
+	b.Deliver(1, del)
+	if r := b.TakeReady(); len(r.Freed) != 1 {
+		t.Fatalf("the delete did not free: %+v", r)
+	}
+	b.Deliver(1, del)
+	b.Deliver(1, &rref.RemoteCall{RRef: id, Fork: fork, Function: "identity"})
+	if r := b.TakeReady(); !r.Empty() {
+		t.Fatalf("a resent delete or RemoteCall acted: %+v", r)
+	}
+	if n := b.Counters(); n.Duplicates != 2 || n.Owners != 0 {
+		t.Fatalf("owner counters %+v", n)
+	}
+}
+
+func TestBadFramesAreRefused(t *testing.T) {
+	b := core.New(2)
+	for _, frame := range [][]byte{nil, {9, 1}, {rref.FrameVersion, 200}, {rref.FrameVersion, byte(rref.CodeUserDelete), 1}} {
+		err := b.DeliverFrame(1, frame, nil)
+		var de *genrt.DecodeError
+		if !errors.Is(err, core.ErrBadInput) || !errors.As(err, &de) {
+			t.Errorf("frame %x: got %v", frame, err)
+		}
+	}
+	if n := b.Counters(); n.BadInput != 4 {
+		t.Fatalf("bad input %d", n.BadInput)
+	}
+	good := rref.AppendFrame(nil, &rref.FetchCall{FetchID: 1, RRef: rref.RRefID{Worker: 1, Local: 1}, Fork: rref.ForkID{Worker: 1, Local: 2}})
+	if err := b.DeliverFrame(1, good, nil); err != nil {
+		t.Fatalf("good frame: %v", err)
+	}
+}
+
+func TestAPIMisuse(t *testing.T) {
+	a, _, h, id, _ := pair(t)
+	if err := a.Release(12345); !errors.Is(err, core.ErrUnknownHandle) {
+		t.Errorf("release of an unknown handle: %v", err)
+	}
+	a.Release(h)
+	if err := a.Release(h); !errors.Is(err, core.ErrUnknownHandle) {
+		t.Errorf("second release: %v", err)
+	}
+	if _, err := a.Call(2, "f", nil, []core.HandleID{h}); !errors.Is(err, core.ErrUnknownHandle) {
+		t.Errorf("passing a released handle: %v", err)
+	}
+	if err := a.Timeout(h); !errors.Is(err, core.ErrUnknownHandle) {
+		t.Errorf("timeout of a released handle: %v", err)
+	}
+	a.PeerFailed(3)
+	if _, err := a.Remote(3, "f", nil, nil); !errors.Is(err, core.ErrPeerDead) {
+		t.Errorf("remote to a dead worker: %v", err)
+	}
+	if _, err := a.Call(3, "f", nil, nil); !errors.Is(err, core.ErrPeerDead) {
+		t.Errorf("call to a dead worker: %v", err)
+	}
+	if err := a.CompleteRemote(id, nil, false, ""); err == nil {
+		t.Error("CompleteRemote for a value this worker does not own")
+	}
+	id2 := a.Fetch(h)
+	if r := a.TakeReady(); len(r.Fetches) != 1 || r.Fetches[0].FetchID != id2 || r.Fetches[0].Err != rref.ErrorKindDeleted {
+		t.Errorf("fetch of a released handle: %+v", r.Fetches)
+	}
+}
+
+func TestTombstonesAreBounded(t *testing.T) {
+	c := core.New(1, core.WithTombstones(4))
+	for i := 0; i < 100; i++ {
+		c.Release(c.NewLocal(nil))
+	}
+	if got := c.Dump(); len(got) > 200 {
+		t.Fatalf("tombstones grew past the bound:\n%s", got)
+	}
+}

@@ -1,0 +1,284 @@
+package core_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of script tests in testdata")
+
+// A script test is etcd raft's interaction style: lines starting with "> " are
+// commands, the lines after each are what the cores emitted and how their
+// state changed. The network is explicit: nothing moves until "deliver".
+//
+//	workers A B          declare workers (ids 1, 2, ...)
+//	new W x V            W creates a local RRef x holding V
+//	remote W O x V|fail  W calls remote(O, identity|fail, V); W holds x
+//	pass W V x y         W passes x to V in a call; V's function binds y
+//	return W V x y       V calls W, which returns x; V binds y on arrival
+//	fetch W x            W fetches x
+//	release W x          W drops x
+//	timeout W x          W's remote that created x timed out
+//	crash W              W dies; every other core is told at once
+//	deliver [W V [Kind]] deliver the oldest in-flight message (from W to V, of Kind)
+//	deliver-all          deliver oldest first until nothing is in flight
+//	dup W V Kind         the network resends an in-flight message (a reconnect)
+//	state [W]            dump the state of W (or of every live worker)
+//	counters W           print W's debug counters
+type script struct {
+	names    []string
+	ids      map[string]core.WorkerID
+	cores    []*core.Core
+	dead     []bool
+	net      []core.Envelope
+	handles  map[string]core.HandleID // "W/x"
+	returns  map[string]string        // "V/callID" -> y
+	fetchFor map[string]string        // "W/fetchID" -> x
+	out      []string
+}
+
+func (s *script) core(w string) *core.Core     { return s.cores[s.ids[w]-1] }
+func (s *script) name(id core.WorkerID) string { return s.names[id-1] }
+
+func (s *script) emit(format string, args ...any) {
+	s.out = append(s.out, fmt.Sprintf(format, args...))
+}
+
+func (s *script) handle(w, x string) core.HandleID { return s.handles[w+"/"+x] }
+
+// drain collects what a core produced and plays the program's part.
+func (s *script) drain(id core.WorkerID) {
+	c := s.cores[id-1]
+	for c.HasReady() {
+		r := c.TakeReady()
+		for _, m := range r.Messages {
+			s.emit("%s->%s %s", s.name(m.From), s.name(m.To), core.FormatMessage(m.Msg))
+			if !s.dead[m.To-1] {
+				s.net = append(s.net, m)
+			}
+		}
+		for _, f := range r.Freed {
+			s.emit("%s freed %d:%d value=%q", s.name(id), f.RRef.Worker, f.RRef.Local, f.Value)
+		}
+		for _, e := range r.Errors {
+			s.emit("%s error: %v", s.name(id), e)
+		}
+		for _, run := range r.Runs {
+			switch {
+			case run.Kind == core.RunRemote:
+				s.emit("%s runs %s(%s) for %d:%d", s.name(id), run.Fn, run.Args, run.RRef.Worker, run.RRef.Local)
+				c.CompleteRemote(run.RRef, run.Args, run.Fn == "fail", "function failed")
+			case run.Fn == "__pass":
+				s.emit("%s runs the call with %s", s.name(id), run.Args)
+				s.handles[s.name(id)+"/"+string(run.Args)] = run.Handles[0]
+				c.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
+			case run.Fn == "__return":
+				s.emit("%s returns %s", s.name(id), run.Args)
+				c.Return(run.From, run.CallID, nil, []core.HandleID{s.handle(s.name(id), string(run.Args))}, rref.ErrorKindNone, "")
+			}
+		}
+		for _, f := range r.Fetches {
+			x := s.fetchFor[fmt.Sprintf("%s/%d", s.name(id), f.FetchID)]
+			if f.Err == rref.ErrorKindNone {
+				s.emit("%s fetched %s = %s", s.name(id), x, f.Value)
+			} else {
+				s.emit("%s fetch of %s failed: %s", s.name(id), x, f.Err)
+			}
+		}
+		for _, cr := range r.Calls {
+			if y, ok := s.returns[fmt.Sprintf("%s/%d", s.name(id), cr.CallID)]; ok && len(cr.Handles) == 1 {
+				s.emit("%s receives %s", s.name(id), y)
+				s.handles[s.name(id)+"/"+y] = cr.Handles[0]
+			}
+		}
+	}
+}
+
+func (s *script) run(line string) error {
+	f := strings.Fields(line)
+	arg := func(i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return ""
+	}
+	switch f[0] {
+	case "workers":
+		for i, n := range f[1:] {
+			id := core.WorkerID(i + 1)
+			s.names = append(s.names, n)
+			s.ids[n] = id
+			s.cores = append(s.cores, core.New(id))
+			s.dead = append(s.dead, false)
+		}
+		return nil
+	case "new":
+		v, _ := strconv.Atoi(arg(3))
+		s.handles[arg(1)+"/"+arg(2)] = s.core(arg(1)).NewLocal([]byte(strconv.Itoa(v)))
+	case "remote":
+		fn, val := "identity", arg(4)
+		if val == "fail" {
+			fn, val = "fail", ""
+		}
+		h, err := s.core(arg(1)).Remote(s.ids[arg(2)], fn, []byte(val), nil)
+		if err != nil {
+			return err
+		}
+		s.handles[arg(1)+"/"+arg(3)] = h
+	case "pass":
+		if _, err := s.core(arg(1)).Call(s.ids[arg(2)], "__pass", []byte(arg(4)), []core.HandleID{s.handle(arg(1), arg(3))}); err != nil {
+			return err
+		}
+	case "return":
+		id, err := s.core(arg(2)).Call(s.ids[arg(1)], "__return", []byte(arg(3)), nil)
+		if err != nil {
+			return err
+		}
+		s.returns[fmt.Sprintf("%s/%d", arg(2), id)] = arg(4)
+		s.drain(s.ids[arg(2)])
+		return nil
+	case "fetch":
+		id := s.core(arg(1)).Fetch(s.handle(arg(1), arg(2)))
+		s.fetchFor[fmt.Sprintf("%s/%d", arg(1), id)] = arg(2)
+	case "release":
+		if err := s.core(arg(1)).Release(s.handle(arg(1), arg(2))); err != nil {
+			s.emit("release error: %v", err)
+		}
+	case "timeout":
+		if err := s.core(arg(1)).Timeout(s.handle(arg(1), arg(2))); err != nil {
+			return err
+		}
+	case "crash":
+		x := s.ids[arg(1)]
+		s.dead[x-1] = true
+		s.net = slices.DeleteFunc(s.net, func(e core.Envelope) bool { return e.From == x || e.To == x })
+		for i, c := range s.cores {
+			if !s.dead[i] {
+				c.PeerFailed(x)
+				s.drain(core.WorkerID(i + 1))
+			}
+		}
+		return nil
+	case "deliver", "deliver-all":
+		for {
+			i := slices.IndexFunc(s.net, func(e core.Envelope) bool {
+				return (arg(1) == "" || s.name(e.From) == arg(1)) && (arg(2) == "" || s.name(e.To) == arg(2)) &&
+					(arg(3) == "" || e.Msg.MessageCode().String() == arg(3))
+			})
+			if i < 0 {
+				if f[0] == "deliver" {
+					return fmt.Errorf("no such message in flight")
+				}
+				return nil
+			}
+			e := s.net[i]
+			s.net = slices.Delete(s.net, i, i+1)
+			s.emit("deliver %s->%s %s", s.name(e.From), s.name(e.To), core.FormatMessage(e.Msg))
+			s.cores[e.To-1].Deliver(e.From, e.Msg)
+			s.drain(e.To)
+			if f[0] == "deliver" {
+				return nil
+			}
+		}
+	case "dup":
+		i := slices.IndexFunc(s.net, func(e core.Envelope) bool {
+			return s.name(e.From) == arg(1) && s.name(e.To) == arg(2) && e.Msg.MessageCode().String() == arg(3)
+		})
+		if i < 0 {
+			return fmt.Errorf("no such message in flight")
+		}
+		s.net = append(s.net, s.net[i])
+		s.emit("resent %s->%s %s", arg(1), arg(2), core.FormatMessage(s.net[i].Msg))
+		return nil
+	case "state":
+		for i, c := range s.cores {
+			if s.dead[i] || arg(1) != "" && s.names[i] != arg(1) {
+				continue
+			}
+			d := strings.TrimRight(c.Dump(), "\n")
+			if d == "" {
+				d = "(empty)"
+			}
+			for _, l := range strings.Split(d, "\n") {
+				s.emit("%s: %s", s.names[i], l)
+			}
+		}
+		return nil
+	case "counters":
+		n := s.core(arg(1)).Counters()
+		s.emit("owners=%d forks=%d pending_users=%d pending_children=%d pending_messages=%d duplicates=%d bad_input=%d illegal=%d",
+			n.Owners, n.Forks, n.PendingUsers, n.PendingChildren, n.PendingMessages, n.Duplicates, n.BadInput, n.Illegal)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q", f[0])
+	}
+	s.drain(s.ids[arg(1)])
+	return nil
+}
+
+func TestScripts(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if len(paths) == 0 {
+		t.Fatal("no script tests")
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &script{ids: map[string]core.WorkerID{}, handles: map[string]core.HandleID{}, returns: map[string]string{}, fetchFor: map[string]string{}}
+			var got []string
+			for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+				switch {
+				case strings.HasPrefix(line, "#") || line == "":
+					got = append(got, line)
+				case strings.HasPrefix(line, "> "):
+					got = append(got, line)
+					s.out = nil
+					if err := s.run(strings.TrimPrefix(line, "> ")); err != nil {
+						t.Fatalf("%s:%d: %v", path, i+1, err)
+					}
+					got = append(got, s.out...)
+				}
+			}
+			for i, c := range s.cores {
+				if !s.dead[i] && c.Counters().Illegal != 0 {
+					t.Errorf("%s reported illegal transitions", s.names[i])
+				}
+			}
+			want := strings.TrimRight(string(data), "\n")
+			have := strings.Join(got, "\n")
+			if *rewrite {
+				if err := os.WriteFile(path, []byte(have+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if have != want {
+				wl, hl := strings.Split(want, "\n"), strings.Split(have, "\n")
+				for i := 0; i < len(wl) || i < len(hl); i++ {
+					var a, b string
+					if i < len(wl) {
+						a = wl[i]
+					}
+					if i < len(hl) {
+						b = hl[i]
+					}
+					if a != b {
+						t.Fatalf("%s:%d differs (run with -rewrite and review the diff):\n want %s\n have %s", path, i+1, a, b)
+					}
+				}
+			}
+		})
+	}
+}
