@@ -7,3 +7,8 @@ require (
 	github.com/google/go-cmp v0.7.0
 	golang.org/x/tools v0.52.0
 )
+
+require (
+	go.uber.org/goleak v1.3.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
+)
