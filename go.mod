@@ -10,5 +10,6 @@ require (
 
 require (
 	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )

@@ -1,0 +1,385 @@
+package fifo
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config sets a connection's geometry and behaviour. Both ends must agree on
+// Cells and MaxMessage; the handshake checks them.
+type Config struct {
+	Cells           uint64        // ring cells per direction, a power of two (default 4096: 256 KiB)
+	EagerLimit      int           // larger messages take the rendezvous channel (default 16 KiB, at most Cells*64/4)
+	MaxMessage      int           // largest message (default 4 MiB)
+	BulkSlots       int           // rendezvous slots per direction, shm and mem (default 2)
+	CreditThreshold uint64        // cells consumed before an explicit credit return (default Cells/4)
+	Spin            int           // polls before parking (default 4000); negative: never park
+	Heartbeat       time.Duration // shm: liveness beat (default 50 ms)
+	DeadAfter       time.Duration // shm: a peer silent this long is dead (default 1 s)
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	d := *c
+	if d.Cells == 0 {
+		d.Cells = 4096
+	}
+	if d.Cells < 16 || d.Cells&(d.Cells-1) != 0 || d.Cells > 1<<24 {
+		return d, fmt.Errorf("%w: Cells must be a power of two from 16 to 2^24, not %d", ErrConfig, d.Cells)
+	}
+	maxEager := int(d.Cells*Cell/4) - headerSize
+	if d.EagerLimit == 0 {
+		d.EagerLimit = min(16<<10, maxEager)
+	}
+	if d.EagerLimit < 8 || d.EagerLimit > maxEager {
+		return d, fmt.Errorf("%w: EagerLimit must be from 8 to %d for %d cells, not %d", ErrConfig, maxEager, d.Cells, d.EagerLimit)
+	}
+	if d.MaxMessage == 0 {
+		d.MaxMessage = 4 << 20
+	}
+	if d.MaxMessage < d.EagerLimit || d.MaxMessage > 1<<30 {
+		return d, fmt.Errorf("%w: MaxMessage must be from EagerLimit to 1 GiB, not %d", ErrConfig, d.MaxMessage)
+	}
+	if d.BulkSlots == 0 {
+		d.BulkSlots = 2
+	}
+	if d.BulkSlots < 1 || d.BulkSlots > 64 {
+		return d, fmt.Errorf("%w: BulkSlots must be from 1 to 64", ErrConfig)
+	}
+	if d.CreditThreshold == 0 {
+		d.CreditThreshold = d.Cells / 4
+	}
+	if d.CreditThreshold > d.Cells/2 {
+		return d, fmt.Errorf("%w: CreditThreshold above half the ring could starve a sender", ErrConfig)
+	}
+	if d.Spin == 0 {
+		d.Spin = 4000
+	}
+	if d.Heartbeat == 0 {
+		d.Heartbeat = 50 * time.Millisecond
+	}
+	if d.DeadAfter == 0 {
+		d.DeadAfter = time.Second
+	}
+	return d, nil
+}
+
+// link is what a provider implements, as OFI providers do: the one-sided put
+// of a message with its remote event, the explicit credit channel, the
+// rendezvous bulk transfer, wake-ups and failure.
+type link interface {
+	// put writes a whole message at tx position pos and publishes it. For a
+	// pad, h.length spans to the ring's end and payload is empty.
+	put(pos uint64, h header, payload []byte) error
+	// flushTx pushes out puts queued since the last flush (tcp pipelining).
+	flushTx() error
+	// txConsumed is the peer's last explicit credit return for our tx ring.
+	txConsumed() uint64
+	// rx is the ring this end reads: shared memory, or a local image.
+	rx() *ring
+	// returnCredits tells the peer how far this end has consumed; it never
+	// needs ring credits itself.
+	returnCredits(consumed uint64) error
+	// park waits until the rx ring may have changed, the deadline passes, or
+	// the link fails. The caller re-checks after it returns.
+	park(ctx context.Context, pos uint64, seq uint32) error
+	// bulkPut exposes a large payload and returns its slot.
+	bulkPut(ctx context.Context, p []byte) (uint32, error)
+	// bulkGet copies rendezvous payload slot out, appending to dst, and frees it.
+	bulkGet(slot uint32, n uint32, dst []byte) ([]byte, error)
+	// failed reports a dead or closed link.
+	failed() error
+	// shutdown marks the link closed and wakes both ends; it is safe while
+	// Send and Recv run. release frees the link's resources once they have
+	// left (the Conn holds both of its locks).
+	shutdown()
+	release() error
+}
+
+// Conn is one end of a connection. Send and Recv are safe for concurrent use;
+// sends are ordered among themselves, except that a message above the eager
+// limit (rendezvous) may be overtaken by smaller messages sent after it began:
+// messages of one connection can complete out of send order. Each Send
+// returns when its own message is handed to the transport, and its buffer may
+// be reused at once.
+type Conn struct {
+	l   link
+	cfg Config
+
+	txMu      sync.Mutex
+	txPos     uint64
+	txSeq     uint32
+	peerCred  atomic.Uint64 // piggybacked consumption of our tx ring
+	creditLog atomic.Uint64 // credit stalls, for metrics
+
+	rxMu       sync.Mutex
+	rxPos      uint64
+	rxSeq      uint32
+	rxReported uint64
+	rxDone     atomic.Uint64 // cells consumed, piggybacked on our sends
+
+	closeOnce sync.Once
+	closeErr  error
+	errMu     sync.Mutex
+	broken    error
+}
+
+func newConn(l link, cfg Config) *Conn {
+	return &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1}
+}
+
+// Stats are a connection's counters.
+type Stats struct {
+	CreditStalls uint64 // sends that waited for credits
+}
+
+// Stats returns the connection's counters.
+func (c *Conn) Stats() Stats { return Stats{CreditStalls: c.creditLog.Load()} }
+
+func (c *Conn) fail(err error) error {
+	c.errMu.Lock()
+	if c.broken == nil {
+		c.broken = err
+	}
+	err = c.broken
+	c.errMu.Unlock()
+	c.l.shutdown()
+	return err
+}
+
+func (c *Conn) err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if c.broken != nil {
+		return c.broken
+	}
+	return c.l.failed()
+}
+
+// extend widens a 32-bit piggybacked counter against a known 64-bit one.
+func extend(known uint64, low uint32) uint64 {
+	v := known&^0xffffffff | uint64(low)
+	if v+1<<31 < known {
+		v += 1 << 32
+	} else if v > known+1<<31 && v >= 1<<32 {
+		v -= 1 << 32
+	}
+	return v
+}
+
+func (c *Conn) consumedKnown() uint64 {
+	return max(c.l.txConsumed(), c.peerCred.Load())
+}
+
+// Send sends p. It waits for credits when the ring is full (back-pressure,
+// honouring ctx); it never drops a message.
+func (c *Conn) Send(ctx context.Context, p []byte) error {
+	if err := c.err(); err != nil {
+		return err
+	}
+	if len(p) > c.cfg.MaxMessage {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(p), c.cfg.MaxMessage)
+	}
+	kind := uint8(kindData)
+	var rdv [8]byte
+	if len(p) > c.cfg.EagerLimit {
+		// Rendezvous: expose the payload first, outside the ring lock, so
+		// small messages keep flowing while it is copied.
+		slot, err := c.l.bulkPut(ctx, p)
+		if err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint32(rdv[0:], slot)
+		binary.LittleEndian.PutUint32(rdv[4:], uint32(len(p)))
+		p, kind = rdv[:], kindRdv
+	}
+	need := cellsFor(len(p))
+	c.txMu.Lock()
+	defer c.txMu.Unlock()
+	if err := c.err(); err != nil {
+		return err
+	}
+	cells := c.l.rx().cells // both directions have the same geometry
+	pad := uint64(0)
+	if off := c.txPos & (cells - 1); off+need > cells {
+		pad = cells - off
+	}
+	if err := c.waitCredits(ctx, need+pad, cells); err != nil {
+		return err
+	}
+	if pad > 0 {
+		// The pad's length makes it span exactly to the end of the ring.
+		h := header{seq: c.txSeq, length: uint32(pad*Cell - headerSize), kind: kindPad}
+		if err := c.l.put(c.txPos, h, nil); err != nil {
+			return c.fail(err)
+		}
+		c.txSeq++
+		c.txPos += pad
+	}
+	h := header{seq: c.txSeq, length: uint32(len(p)), credit: uint32(c.rxDone.Load()), kind: kind, flags: flagCredit}
+	if err := c.l.put(c.txPos, h, p); err != nil {
+		return c.fail(err)
+	}
+	c.txSeq++
+	c.txPos += need
+	if err := c.l.flushTx(); err != nil {
+		return c.fail(err)
+	}
+	return nil
+}
+
+// waitCredits blocks until n cells are free: spinning first, then backing
+// off, honouring ctx and the peer's death.
+func (c *Conn) waitCredits(ctx context.Context, n, cells uint64) error {
+	if cells-(c.txPos-c.consumedKnown()) >= n {
+		return nil
+	}
+	c.creditLog.Add(1)
+	if err := c.l.flushTx(); err != nil {
+		return c.fail(err)
+	}
+	sleep := time.Microsecond
+	for i := 0; ; i++ {
+		if cells-(c.txPos-c.consumedKnown()) >= n {
+			return nil
+		}
+		if err := c.err(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if i < 200 {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, time.Millisecond)
+	}
+}
+
+// Recv receives the next message, appending it to dst[:0].
+func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
+	c.rxMu.Lock()
+	defer c.rxMu.Unlock()
+	if err := c.err(); err != nil {
+		return dst[:0], err
+	}
+	r := c.l.rx()
+	for {
+		h, ok := r.peek(c.rxPos, c.rxSeq)
+		if !ok {
+			var err error
+			if h, err = c.wait(ctx, r); err != nil {
+				return dst[:0], err
+			}
+		}
+		if err := r.validate(c.rxPos, h, c.cfg.EagerLimit); err != nil {
+			return dst[:0], c.fail(err)
+		}
+		if h.flags&flagCredit != 0 {
+			for {
+				old := c.peerCred.Load()
+				v := extend(old, h.credit)
+				if v <= old || c.peerCred.CompareAndSwap(old, v) {
+					break
+				}
+			}
+		}
+		n := cellsFor(int(h.length))
+		var out []byte
+		var err error
+		switch h.kind {
+		case kindPad:
+			c.advance(n)
+			continue
+		case kindData:
+			out = append(dst[:0], r.payload(c.rxPos, h.length)...)
+		case kindRdv:
+			b := r.payload(c.rxPos, 8)
+			slot, size := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:])
+			if int(size) > c.cfg.MaxMessage {
+				return dst[:0], c.fail(&CorruptError{Cell: c.rxPos, Why: fmt.Sprintf("rendezvous of %d bytes above the limit", size)})
+			}
+			if out, err = c.l.bulkGet(slot, size, dst[:0]); err != nil {
+				return dst[:0], c.fail(err)
+			}
+		}
+		c.advance(n)
+		return out, nil
+	}
+}
+
+// advance consumes n cells and returns credits once past the threshold.
+func (c *Conn) advance(n uint64) {
+	c.rxPos += n
+	c.rxSeq++
+	c.rxDone.Store(c.rxPos)
+	if c.rxPos-c.rxReported >= c.cfg.CreditThreshold {
+		c.rxReported = c.rxPos
+		c.l.returnCredits(c.rxPos)
+	}
+}
+
+// wait polls, then parks, until message rxSeq is published. Before parking it
+// returns every unreported credit: a sender waiting for credits must never
+// wait on a receiver that is itself idle.
+func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
+	for i := 0; c.cfg.Spin < 0 || i < c.cfg.Spin; i++ {
+		if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
+			return h, nil
+		}
+		if i&255 == 255 {
+			if err := c.err(); err != nil {
+				return header{}, err
+			}
+			runtime.Gosched()
+		}
+	}
+	if c.rxPos != c.rxReported {
+		c.rxReported = c.rxPos
+		if err := c.l.returnCredits(c.rxPos); err != nil {
+			return header{}, c.fail(err)
+		}
+	}
+	for {
+		if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
+			return h, nil
+		}
+		if err := c.err(); err != nil {
+			return header{}, err
+		}
+		if err := ctx.Err(); err != nil {
+			return header{}, err
+		}
+		if err := c.l.park(ctx, c.rxPos, c.rxSeq); err != nil {
+			if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
+				return h, nil // deliver what arrived before the failure
+			}
+			return header{}, err
+		}
+	}
+}
+
+// Close closes the connection: pending and later calls on both ends fail.
+// It waits for this end's running Send and Recv calls to return.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.errMu.Lock()
+		if c.broken == nil {
+			c.broken = ErrClosed
+		}
+		c.errMu.Unlock()
+		c.l.shutdown()
+		c.txMu.Lock()
+		c.rxMu.Lock()
+		c.closeErr = c.l.release()
+		c.rxMu.Unlock()
+		c.txMu.Unlock()
+	})
+	return c.closeErr
+}

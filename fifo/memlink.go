@@ -1,0 +1,245 @@
+package fifo
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// bulk is one direction's rendezvous area: slots the sender fills and the
+// receiver empties. A slot's state word lives on its own cache line.
+type bulk struct {
+	states   []byte // slots * Cell
+	data     []byte // slots * slotSize
+	slots    int
+	slotSize int
+}
+
+func bulkSize(cfg Config) int { return cfg.BulkSlots*Cell + cfg.BulkSlots*cfg.MaxMessage }
+
+func newBulk(mem []byte, cfg Config) *bulk {
+	st := cfg.BulkSlots * Cell
+	return &bulk{states: mem[:st], data: mem[st : st+cfg.BulkSlots*cfg.MaxMessage], slots: cfg.BulkSlots, slotSize: cfg.MaxMessage}
+}
+
+func (b *bulk) state(i int) *uint32 { return (*uint32)(unsafe.Pointer(&b.states[i*Cell])) }
+
+// layout of one connection's shared memory: both rings, then both bulk areas.
+type layout struct {
+	ringBytes, bulkBytes, total int
+}
+
+func layoutFor(cfg Config) layout {
+	r := ringSize(cfg.Cells)
+	b := bulkSize(cfg)
+	return layout{ringBytes: r, bulkBytes: b, total: 2*r + 2*b}
+}
+
+// sides cuts the region into this end's tx and rx rings and bulk areas.
+// side 0 is the creator: it sends on ring 0; side 1 sends on ring 1.
+func sides(mem []byte, cfg Config, side int) (tx, rx *ring, txb, rxb *bulk, err error) {
+	lay := layoutFor(cfg)
+	r0, err := newRing(mem[0:lay.ringBytes], cfg.Cells)
+	if err != nil {
+		return
+	}
+	r1, err := newRing(mem[lay.ringBytes:2*lay.ringBytes], cfg.Cells)
+	if err != nil {
+		return
+	}
+	b0 := newBulk(mem[2*lay.ringBytes:2*lay.ringBytes+lay.bulkBytes], cfg)
+	b1 := newBulk(mem[2*lay.ringBytes+lay.bulkBytes:lay.total], cfg)
+	if side == 0 {
+		return r0, r1, b0, b1, nil
+	}
+	return r1, r0, b1, b0, nil
+}
+
+// alignedBytes allocates n bytes aligned to a cache line.
+func alignedBytes(n int) []byte {
+	buf := make([]byte, n+Cell)
+	off := (Cell - int(uintptr(unsafe.Pointer(&buf[0]))%Cell)) % Cell
+	return buf[off : off+n : off+n]
+}
+
+// memLink is a link over memory both ends map: a Go slice in one process
+// (provider mem) or a shared file mapping (provider shm). A put is a copy into
+// the peer's view and the event is the atomic store of the header word.
+type memLink struct {
+	cfg      Config
+	tx, rxr  *ring
+	txb, rxb *bulk
+	unmap    func() error // unmaps shared memory; nil for mem
+
+	closed    atomic.Bool
+	heartbeat bool // watch the peer's heartbeat (shm)
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	lastBeat  atomic.Uint64
+	lastSeen  atomic.Int64 // unix nanos when the beat last changed
+	dead      atomic.Bool
+	closeOnce sync.Once
+}
+
+func newMemLink(cfg Config, tx, rx *ring, txb, rxb *bulk, heartbeat bool, unmap func() error) *memLink {
+	l := &memLink{cfg: cfg, tx: tx, rxr: rx, txb: txb, rxb: rxb, unmap: unmap, heartbeat: heartbeat, stop: make(chan struct{})}
+	if heartbeat {
+		l.lastBeat.Store(atomic.LoadUint64(rx.u64(offHeartbeat)))
+		l.lastSeen.Store(time.Now().UnixNano())
+		l.wg.Add(1)
+		go l.beat()
+	}
+	return l
+}
+
+// beat advances this end's heartbeat word so the peer can tell it lives.
+func (l *memLink) beat() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			atomic.AddUint64(l.tx.u64(offHeartbeat), 1)
+		}
+	}
+}
+
+func (l *memLink) put(pos uint64, h header, payload []byte) error {
+	l.tx.place(pos, h, payload)
+	l.tx.publish(pos, h)
+	// Wake the reader only on an idle-to-busy transition.
+	if atomic.LoadUint32(l.tx.u32(offSleeping)) != 0 {
+		atomic.AddUint32(l.tx.u32(offWake), 1)
+		futexWake(l.tx.u32(offWake))
+	}
+	return nil
+}
+
+func (l *memLink) flushTx() error     { return nil }
+func (l *memLink) txConsumed() uint64 { return atomic.LoadUint64(l.tx.u64(offConsumed)) }
+func (l *memLink) rx() *ring          { return l.rxr }
+func (l *memLink) returnCredits(v uint64) error {
+	atomic.StoreUint64(l.rxr.u64(offConsumed), v)
+	return nil
+}
+
+func (l *memLink) park(ctx context.Context, pos uint64, seq uint32) error {
+	w := l.rxr.u32(offWake)
+	old := atomic.LoadUint32(w)
+	atomic.StoreUint32(l.rxr.u32(offSleeping), 1)
+	if _, ok := l.rxr.peek(pos, seq); !ok && l.failed() == nil {
+		wait := 5 * time.Millisecond
+		if dl, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(dl)), time.Microsecond)
+		}
+		futexWait(w, old, wait)
+	}
+	atomic.StoreUint32(l.rxr.u32(offSleeping), 0)
+	return l.failed()
+}
+
+func (l *memLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
+	sleep := time.Microsecond
+	for i := 0; ; i++ {
+		for s := 0; s < l.txb.slots; s++ {
+			if atomic.CompareAndSwapUint32(l.txb.state(s), 0, 1) {
+				copy(l.txb.data[s*l.txb.slotSize:], p)
+				return uint32(s), nil
+			}
+		}
+		if err := l.failed(); err != nil {
+			return 0, err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if i < 100 {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(sleep)
+		sleep = min(2*sleep, time.Millisecond)
+	}
+}
+
+func (l *memLink) bulkGet(slot uint32, n uint32, dst []byte) ([]byte, error) {
+	if int(slot) >= l.rxb.slots || int(n) > l.rxb.slotSize {
+		return dst, &CorruptError{Why: fmt.Sprintf("rendezvous slot %d of %d bytes does not exist", slot, n)}
+	}
+	if atomic.LoadUint32(l.rxb.state(int(slot))) != 1 {
+		return dst, &CorruptError{Why: fmt.Sprintf("rendezvous slot %d is not filled", slot)}
+	}
+	start := int(slot) * l.rxb.slotSize
+	dst = append(dst, l.rxb.data[start:start+int(n)]...)
+	atomic.StoreUint32(l.rxb.state(int(slot)), 0) // the finish: the sender may reuse the slot
+	return dst, nil
+}
+
+func (l *memLink) failed() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if atomic.LoadUint32(l.rxr.u32(offClosed)) != 0 {
+		return fmt.Errorf("%w by the peer", ErrClosed)
+	}
+	if l.dead.Load() {
+		return ErrPeerDead
+	}
+	if l.heartbeat {
+		now := time.Now().UnixNano()
+		if b := atomic.LoadUint64(l.rxr.u64(offHeartbeat)); b != l.lastBeat.Load() {
+			l.lastBeat.Store(b)
+			l.lastSeen.Store(now)
+		} else if time.Duration(now-l.lastSeen.Load()) > l.cfg.DeadAfter {
+			l.dead.Store(true)
+			return fmt.Errorf("%w: no heartbeat for %v", ErrPeerDead, l.cfg.DeadAfter)
+		}
+	}
+	return nil
+}
+
+func (l *memLink) shutdown() {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		// Tell the peer and wake both ends, so pending calls fail at once.
+		atomic.StoreUint32(l.tx.u32(offClosed), 1)
+		atomic.AddUint32(l.tx.u32(offWake), 1)
+		futexWake(l.tx.u32(offWake))
+		atomic.AddUint32(l.rxr.u32(offWake), 1)
+		futexWake(l.rxr.u32(offWake))
+		close(l.stop)
+	})
+}
+
+func (l *memLink) release() error {
+	l.shutdown()
+	l.wg.Wait()
+	if l.unmap != nil {
+		return l.unmap()
+	}
+	return nil
+}
+
+// Pipe returns the two ends of an in-process connection (provider mem).
+func Pipe(cfg Config) (*Conn, *Conn, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	mem := alignedBytes(layoutFor(c).total)
+	tx0, rx0, txb0, rxb0, err := sides(mem, c, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	tx1, rx1, txb1, rxb1, _ := sides(mem, c, 1)
+	a := newConn(newMemLink(c, tx0, rx0, txb0, rxb0, false, nil), c)
+	b := newConn(newMemLink(c, tx1, rx1, txb1, rxb1, false, nil), c)
+	return a, b, nil
+}
