@@ -138,15 +138,15 @@ func cellsFor(n int) uint64 { return uint64(headerSize+n+Cell-1) / Cell }
 
 // writeInit stamps the handshake line.
 func (r *ring) writeInit(token []byte) {
-	binary.LittleEndian.PutUint64(r.mem[offMagic:], magic)
 	binary.LittleEndian.PutUint64(r.mem[offVersion:], formatVersion)
 	binary.LittleEndian.PutUint64(r.mem[offCells:], r.cells)
 	copy(r.mem[offToken:offToken+tokenSize], token)
+	atomic.StoreUint64(r.u64(offMagic), magic) // last: a peer that sees the magic sees the rest
 }
 
 // checkInit verifies the handshake line against what the peer was told.
 func (r *ring) checkInit(token []byte) error {
-	if binary.LittleEndian.Uint64(r.mem[offMagic:]) != magic {
+	if atomic.LoadUint64(r.u64(offMagic)) != magic {
 		return fmt.Errorf("%w: not an rrefkit fifo region", ErrAuth)
 	}
 	if v := binary.LittleEndian.Uint64(r.mem[offVersion:]); v != formatVersion {

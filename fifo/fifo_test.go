@@ -1,0 +1,401 @@
+package fifo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"pgregory.net/rapid"
+)
+
+func TestMain(m *testing.M) {
+	if peer := os.Getenv("RREF_FIFO_PEER"); peer != "" {
+		os.Exit(runPeer(peer))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+var secret = []byte("test secret")
+
+type pairFunc func(t testing.TB, cfg Config) (*Conn, *Conn)
+
+func memPair(t testing.TB, cfg Config) (*Conn, *Conn) {
+	a, b, err := Pipe(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+var shmCount int
+
+func shmPair(t testing.TB, cfg Config) (*Conn, *Conn) {
+	shmCount++
+	name := fmt.Sprintf("rref-test-%d-%d", os.Getpid(), shmCount)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var a *Conn
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a, err = ListenSHM(ctx, name, secret, cfg)
+	}()
+	b, derr := DialSHM(ctx, name, secret, cfg)
+	<-done
+	if err != nil || derr != nil {
+		t.Fatal(err, derr)
+	}
+	return a, b
+}
+
+func tcpPair(t testing.TB, cfg Config) (*Conn, *Conn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var a *Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a, err = AcceptTCP(ctx, ln, secret, cfg)
+	}()
+	b, derr := DialTCP(ctx, ln.Addr().String(), secret, cfg)
+	<-done
+	if err != nil || derr != nil {
+		t.Fatal(err, derr)
+	}
+	return a, b
+}
+
+var providers = map[string]pairFunc{"mem": memPair, "shm": shmPair, "tcp": tcpPair}
+
+func pattern(i, n int) []byte {
+	b := make([]byte, n)
+	for j := range b {
+		b[j] = byte(i*31 + j*7)
+	}
+	return b
+}
+
+// TestRandomTraffic sends random sizes across wrap-around, credit exhaustion
+// and the rendezvous channel, checking every byte and the order.
+func TestRandomTraffic(t *testing.T) {
+	for name, pair := range providers {
+		t.Run(name, func(t *testing.T) {
+			rapid.Check(t, func(rt *rapid.T) {
+				cells := uint64(1) << rapid.IntRange(4, 9).Draw(rt, "log2cells")
+				cfg := Config{Cells: cells, MaxMessage: 1 << 16, BulkSlots: rapid.IntRange(1, 3).Draw(rt, "slots")}
+				sizes := rapid.SliceOfN(rapid.IntRange(0, 1<<16), 1, 60).Draw(rt, "sizes")
+				a, b := pair(t, cfg)
+				defer a.Close()
+				defer b.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				errc := make(chan error, 1)
+				go func() {
+					for i, n := range sizes {
+						if err := a.Send(ctx, pattern(i, n)); err != nil {
+							errc <- err
+							return
+						}
+					}
+					errc <- nil
+				}()
+				var buf []byte
+				var err error
+				for i, n := range sizes {
+					if buf, err = b.Recv(ctx, buf); err != nil {
+						rt.Fatalf("recv %d: %v", i, err)
+					}
+					if !bytes.Equal(buf, pattern(i, n)) {
+						rt.Fatalf("message %d: got %d bytes, want %d (or content differs)", i, len(buf), n)
+					}
+				}
+				if err := <-errc; err != nil {
+					rt.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// TestBothFullNoDeadlock floods both directions at once: credit returns never
+// need credits, so neither side can wedge the other.
+func TestBothFullNoDeadlock(t *testing.T) {
+	for name, pair := range providers {
+		t.Run(name, func(t *testing.T) {
+			a, b := pair(t, Config{Cells: 16})
+			defer a.Close()
+			defer b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			const n = 5000
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for _, c := range []*Conn{a, b} {
+				wg.Add(2)
+				go func(c *Conn) {
+					defer wg.Done()
+					for i := 0; i < n; i++ {
+						if err := c.Send(ctx, pattern(i, 100)); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}(c)
+				go func(c *Conn) {
+					defer wg.Done()
+					var buf []byte
+					var err error
+					for i := 0; i < n; i++ {
+						if buf, err = c.Recv(ctx, buf); err != nil {
+							errs <- err
+							return
+						}
+						if !bytes.Equal(buf, pattern(i, 100)) {
+							errs <- fmt.Errorf("message %d corrupt", i)
+							return
+						}
+					}
+				}(c)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if a.Stats().CreditStalls == 0 && b.Stats().CreditStalls == 0 {
+				t.Log("no credit stall happened (the receivers kept up)")
+			}
+		})
+	}
+}
+
+func TestCloseFailsPendingCalls(t *testing.T) {
+	for name, pair := range providers {
+		t.Run(name, func(t *testing.T) {
+			a, b := pair(t, Config{Cells: 16})
+			defer b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() {
+				_, err := b.Recv(ctx, nil)
+				errc <- err
+			}()
+			time.Sleep(20 * time.Millisecond)
+			a.Close()
+			if err := <-errc; !errors.Is(err, ErrClosed) {
+				t.Fatalf("pending Recv after the peer closed: %v", err)
+			}
+			if err := a.Send(ctx, []byte("x")); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Send after Close: %v", err)
+			}
+		})
+	}
+}
+
+func TestContextBoundsBlockingCalls(t *testing.T) {
+	for name, pair := range providers {
+		t.Run(name, func(t *testing.T) {
+			a, b := pair(t, Config{Cells: 16})
+			defer a.Close()
+			defer b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			if _, err := b.Recv(ctx, nil); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Recv with nothing to read: %v", err)
+			}
+			// Fill the ring: the next Send waits for credits, then gives up with ctx.
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel2()
+			var err error
+			for i := 0; i < 100 && err == nil; i++ {
+				err = a.Send(ctx2, pattern(i, 200))
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Send into a full ring: %v", err)
+			}
+		})
+	}
+}
+
+func TestConfigAndLimits(t *testing.T) {
+	for _, cfg := range []Config{{Cells: 3}, {Cells: 8}, {Cells: 64, EagerLimit: 1 << 20}, {MaxMessage: 1}, {CreditThreshold: 1 << 30}} {
+		if _, _, err := Pipe(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+	a, b := memPair(t, Config{Cells: 64, MaxMessage: 4096})
+	defer a.Close()
+	defer b.Close()
+	if err := a.Send(context.Background(), make([]byte, 4097)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversize: %v", err)
+	}
+}
+
+func TestTCPHandshakeRefusesStrangers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := AcceptTCP(ctx, ln, secret, Config{})
+		errc <- err
+	}()
+	if _, err := DialTCP(ctx, ln.Addr().String(), []byte("wrong"), Config{}); !errors.Is(err, ErrAuth) {
+		t.Fatalf("dial with a wrong secret: %v", err)
+	}
+	if err := <-errc; !errors.Is(err, ErrAuth) {
+		t.Fatalf("accept of a wrong secret: %v", err)
+	}
+}
+
+func TestSHMHandshakeRefusesStrangers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	name := fmt.Sprintf("rref-test-auth-%d", os.Getpid())
+	go ListenSHM(ctx, name, secret, Config{})
+	if _, err := DialSHM(ctx, name, []byte("wrong"), Config{}); !errors.Is(err, ErrAuth) {
+		t.Fatalf("dial with a wrong secret: %v", err)
+	}
+	<-ctx.Done()
+	time.Sleep(20 * time.Millisecond) // let the listener give up and remove its file
+	if _, err := os.Stat(SHMDir + "/" + name); !os.IsNotExist(err) {
+		t.Fatalf("listener left %s behind: %v", name, err)
+	}
+}
+
+// runPeer is the other process of TestSHMTwoProcesses: an echo server.
+func runPeer(spec string) int {
+	name, mode, _ := strings.Cut(spec, ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := DialSHM(ctx, name, secret, Config{Cells: 256})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		return 1
+	}
+	if mode == "die" {
+		os.Exit(0) // vanish without closing: the other end must notice
+	}
+	defer c.Close()
+	var buf []byte
+	for {
+		if buf, err = c.Recv(ctx, buf); err != nil {
+			return 0
+		}
+		if err := c.Send(ctx, buf); err != nil {
+			return 0
+		}
+	}
+}
+
+func startPeer(t *testing.T, name, mode string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "RREF_FIFO_PEER="+name+","+mode)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// TestSHMTwoProcesses echoes messages of every size through a second process.
+func TestSHMTwoProcesses(t *testing.T) {
+	name := fmt.Sprintf("rref-test-2p-%d", os.Getpid())
+	cmd := startPeer(t, name, "echo")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := ListenSHM(ctx, name, secret, Config{Cells: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	for i, n := range []int{0, 1, 48, 49, 1000, 3000, 5000, 100_000, 1 << 20, 7} {
+		want := pattern(i, n)
+		if err := c.Send(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		if buf, err = c.Recv(ctx, buf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, want) {
+			t.Fatalf("echo of %d bytes differs", n)
+		}
+	}
+	c.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("peer: %v", err)
+	}
+}
+
+// TestSHMPeerDeath: a peer that vanishes is detected by its silent heartbeat.
+func TestSHMPeerDeath(t *testing.T) {
+	name := fmt.Sprintf("rref-test-death-%d", os.Getpid())
+	cmd := startPeer(t, name, "die")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := ListenSHM(ctx, name, secret, Config{Cells: 256, Heartbeat: 10 * time.Millisecond, DeadAfter: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cmd.Wait()
+	start := time.Now()
+	if _, err := c.Recv(ctx, nil); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("Recv from a dead peer: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("death noticed after %v", d)
+	}
+}
+
+func TestTCPPeerDeath(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			nc.Write(appendHello(nil, mustDefaults(Config{}), tokenOf(secret)))
+			var ack [1]byte
+			nc.Read(ack[:])
+			nc.Close() // gone, with no close frame
+		}
+	}()
+	c, err := AcceptTCP(ctx, ln, secret, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Recv(ctx, nil); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("Recv from a vanished peer: %v", err)
+	}
+}
+
+func mustDefaults(c Config) Config {
+	d, err := c.withDefaults()
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
