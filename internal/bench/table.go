@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sizes measured, as the fifo issue asks.
+var (
+	LatencySizes   = []int{8, 56, 256, 4 << 10, 64 << 10, 1 << 20}
+	RateSizes      = []int{8, 56}
+	BandwidthSizes = []int{64 << 10, 1 << 20, 4 << 20}
+)
+
+// Row is one transport's measurements; a missing cell is NaN-free: absent from the maps.
+type Row struct {
+	Transport string             `json:"transport"`
+	LatencyNs map[int]float64    `json:"one_way_latency_ns,omitempty"`
+	RateMps   map[int]float64    `json:"messages_per_second,omitempty"`
+	Bandwidth map[int]float64    `json:"bytes_per_second,omitempty"`
+	Ratios    map[string]float64 `json:"ratios,omitempty"`
+	Err       string             `json:"error,omitempty"`
+}
+
+// FIFOTable measures every transport, the cache-line floor and memcpy, each
+// cell for about d, and fills in the ratios: latency at 56 B over the floor,
+// Unix sockets' latency over this row's, bandwidth at 1 MiB over memcpy's.
+func FIFOTable(d time.Duration, progress func(string)) []Row {
+	var rows []Row
+	floor := CacheLineFloor(d)
+	rows = append(rows, Row{Transport: "cache-line floor", LatencyNs: map[int]float64{56: float64(floor.Nanoseconds())}})
+	mc := Row{Transport: "memcpy", Bandwidth: map[int]float64{}}
+	for _, s := range BandwidthSizes {
+		mc.Bandwidth[s] = Memcpy(s, d)
+	}
+	rows = append(rows, mc)
+	for _, t := range Transports() {
+		r := Row{Transport: t.Name, LatencyNs: map[int]float64{}, RateMps: map[int]float64{}, Bandwidth: map[int]float64{}}
+		fail := func(err error) {
+			if r.Err == "" {
+				r.Err = err.Error()
+			}
+		}
+		for _, s := range LatencySizes {
+			progress(fmt.Sprintf("%s latency %d B", t.Name, s))
+			lat, err := PingPong(t, s, d)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			r.LatencyNs[s] = float64(lat.Nanoseconds())
+		}
+		for _, s := range RateSizes {
+			progress(fmt.Sprintf("%s rate %d B", t.Name, s))
+			mps, _, err := Stream(t, s, d)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			r.RateMps[s] = mps
+		}
+		for _, s := range BandwidthSizes {
+			progress(fmt.Sprintf("%s bandwidth %d B", t.Name, s))
+			_, bps, err := Stream(t, s, d)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			r.Bandwidth[s] = bps
+		}
+		rows = append(rows, r)
+	}
+	var unix float64
+	for _, r := range rows {
+		if r.Transport == "unix socket" {
+			unix = r.LatencyNs[56]
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		r.Ratios = map[string]float64{}
+		if l, ok := r.LatencyNs[56]; ok && l > 0 {
+			r.Ratios["latency56_over_floor"] = l / float64(floor.Nanoseconds())
+			if unix > 0 {
+				r.Ratios["unix_latency56_over_this"] = unix / l
+			}
+		}
+		if b, ok := r.Bandwidth[1<<20]; ok && mc.Bandwidth[1<<20] > 0 {
+			r.Ratios["bandwidth1M_over_memcpy"] = b / mc.Bandwidth[1<<20]
+		}
+	}
+	return rows
+}
+
+func sizeName(s int) string {
+	switch {
+	case s >= 1<<20:
+		return strconv.Itoa(s>>20) + "MiB"
+	case s >= 1<<10:
+		return strconv.Itoa(s>>10) + "KiB"
+	}
+	return strconv.Itoa(s) + "B"
+}
+
+func cell(m map[int]float64, k int, scale float64, prec int) string {
+	v, ok := m[k]
+	if !ok {
+		return "-"
+	}
+	return strconv.FormatFloat(v/scale, 'f', prec, 64)
+}
+
+func ratio(r Row, k string) string {
+	v, ok := r.Ratios[k]
+	if !ok {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "x"
+}
+
+// header and values lay out one table row.
+func header() []string {
+	h := []string{"transport"}
+	for _, s := range LatencySizes {
+		h = append(h, "lat "+sizeName(s)+" us")
+	}
+	for _, s := range RateSizes {
+		h = append(h, "rate "+sizeName(s)+" M/s")
+	}
+	for _, s := range BandwidthSizes {
+		h = append(h, "bw "+sizeName(s)+" GB/s")
+	}
+	return append(h, "lat56/floor", "unix/lat56", "bw1M/memcpy")
+}
+
+func values(r Row) []string {
+	v := []string{r.Transport}
+	for _, s := range LatencySizes {
+		v = append(v, cell(r.LatencyNs, s, 1e3, 2))
+	}
+	for _, s := range RateSizes {
+		v = append(v, cell(r.RateMps, s, 1e6, 2))
+	}
+	for _, s := range BandwidthSizes {
+		v = append(v, cell(r.Bandwidth, s, 1e9, 2))
+	}
+	return append(v, ratio(r, "latency56_over_floor"), ratio(r, "unix_latency56_over_this"), ratio(r, "bandwidth1M_over_memcpy"))
+}
+
+// Write prints rows as text, csv or json.
+func Write(w io.Writer, rows []Row, format string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case "csv":
+		cw := csv.NewWriter(w)
+		cw.Write(header())
+		for _, r := range rows {
+			cw.Write(values(r))
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	h := header()
+	table := [][]string{h}
+	for _, r := range rows {
+		table = append(table, values(r))
+	}
+	widths := make([]int, len(h))
+	for _, row := range table {
+		for i, c := range row {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	for _, row := range table {
+		var b strings.Builder
+		for i, c := range row {
+			if i == 0 {
+				fmt.Fprintf(&b, "%-*s", widths[i], c)
+			} else {
+				fmt.Fprintf(&b, "  %*s", widths[i], c)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+	for _, r := range rows {
+		if r.Err != "" {
+			fmt.Fprintf(w, "%s: %s\n", r.Transport, r.Err)
+		}
+	}
+	fmt.Fprintln(w, "\nlat: one-way latency (ping-pong / 2); rate: one-way messages per second; bw: one-way bandwidth.")
+	fmt.Fprintln(w, "Ratios compare rows of this run only: lat56/floor against the cache-line floor, unix/lat56 is Unix")
+	fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), bw1M/memcpy against memcpy at 1 MiB.")
+	return nil
+}
