@@ -91,8 +91,12 @@ type link interface {
 	bulkPut(ctx context.Context, p []byte) (uint32, error)
 	// bulkGet copies rendezvous payload slot out, appending to dst, and frees it.
 	bulkGet(slot uint32, n uint32, dst []byte) ([]byte, error)
-	// failed reports a dead or closed link.
+	// failed reports a closed or failed link, cheaply.
 	failed() error
+	// checkPeer also checks the peer's liveness, which may read the clock.
+	checkPeer() error
+	// spin is how many polls are worth making before parking on this link.
+	spin(configured int) int
 	// shutdown marks the link closed and wakes both ends; it is safe while
 	// Send and Recv run. release frees the link's resources once they have
 	// left (the Conn holds both of its locks).
@@ -122,14 +126,18 @@ type Conn struct {
 	rxReported uint64
 	rxDone     atomic.Uint64 // cells consumed, piggybacked on our sends
 
+	cells  uint64
+	rdvBuf [8]byte // under txMu: a rendezvous request's payload
+
+	doneStored uint64 // rxPos last published in rxDone (under rxMu)
+
 	closeOnce sync.Once
 	closeErr  error
-	errMu     sync.Mutex
-	broken    error
+	broken    atomic.Pointer[error]
 }
 
 func newConn(l link, cfg Config) *Conn {
-	return &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1}
+	return &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1, cells: cfg.Cells}
 }
 
 // Stats are a connection's counters.
@@ -141,21 +149,15 @@ type Stats struct {
 func (c *Conn) Stats() Stats { return Stats{CreditStalls: c.creditLog.Load()} }
 
 func (c *Conn) fail(err error) error {
-	c.errMu.Lock()
-	if c.broken == nil {
-		c.broken = err
-	}
-	err = c.broken
-	c.errMu.Unlock()
+	c.broken.CompareAndSwap(nil, &err)
 	c.l.shutdown()
-	return err
+	return *c.broken.Load()
 }
 
+// err is on every call's fast path: a few atomic loads, no lock, no clock.
 func (c *Conn) err() error {
-	c.errMu.Lock()
-	defer c.errMu.Unlock()
-	if c.broken != nil {
-		return c.broken
+	if p := c.broken.Load(); p != nil {
+		return *p
 	}
 	return c.l.failed()
 }
@@ -185,7 +187,6 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(p), c.cfg.MaxMessage)
 	}
 	kind := uint8(kindData)
-	var rdv [8]byte
 	if len(p) > c.cfg.EagerLimit {
 		// Rendezvous: expose the payload first, outside the ring lock, so
 		// small messages keep flowing while it is copied.
@@ -193,17 +194,20 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 		if err != nil {
 			return err
 		}
-		binary.LittleEndian.PutUint32(rdv[0:], slot)
-		binary.LittleEndian.PutUint32(rdv[4:], uint32(len(p)))
-		p, kind = rdv[:], kindRdv
+		c.txMu.Lock()
+		defer c.txMu.Unlock()
+		binary.LittleEndian.PutUint32(c.rdvBuf[0:], slot)
+		binary.LittleEndian.PutUint32(c.rdvBuf[4:], uint32(len(p)))
+		p, kind = c.rdvBuf[:], kindRdv
+	} else {
+		c.txMu.Lock()
+		defer c.txMu.Unlock()
 	}
 	need := cellsFor(len(p))
-	c.txMu.Lock()
-	defer c.txMu.Unlock()
 	if err := c.err(); err != nil {
 		return err
 	}
-	cells := c.l.rx().cells // both directions have the same geometry
+	cells := c.cells
 	pad := uint64(0)
 	if off := c.txPos & (cells - 1); off+need > cells {
 		pad = cells - off
@@ -247,7 +251,7 @@ func (c *Conn) waitCredits(ctx context.Context, n, cells uint64) error {
 		if cells-(c.txPos-c.consumedKnown()) >= n {
 			return nil
 		}
-		if err := c.err(); err != nil {
+		if err := c.slowErr(); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
@@ -314,12 +318,28 @@ func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
 	}
 }
 
-// advance consumes n cells and returns credits once past the threshold.
+// slowErr also asks the link to check its peer's liveness (heartbeats),
+// which costs a clock read: only paths that already wait call it.
+func (c *Conn) slowErr() error {
+	if err := c.err(); err != nil {
+		return err
+	}
+	return c.l.checkPeer()
+}
+
+// advance consumes n cells and returns credits once past the threshold. The
+// progress piggybacked on sends is published lazily: a sequentially
+// consistent store per message would cost as much as the message.
 func (c *Conn) advance(n uint64) {
 	c.rxPos += n
 	c.rxSeq++
-	c.rxDone.Store(c.rxPos)
-	if c.rxPos-c.rxReported >= c.cfg.CreditThreshold {
+	returning := c.rxPos-c.rxReported >= c.cfg.CreditThreshold
+	// rxDone never lags what the peer was told: a tcp reader checks puts against it.
+	if returning || c.rxPos-c.doneStored >= 32 {
+		c.doneStored = c.rxPos
+		c.rxDone.Store(c.rxPos)
+	}
+	if returning {
 		c.rxReported = c.rxPos
 		c.l.returnCredits(c.rxPos)
 	}
@@ -329,7 +349,8 @@ func (c *Conn) advance(n uint64) {
 // returns every unreported credit: a sender waiting for credits must never
 // wait on a receiver that is itself idle.
 func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
-	for i := 0; c.cfg.Spin < 0 || i < c.cfg.Spin; i++ {
+	spin := c.l.spin(c.cfg.Spin)
+	for i := 0; spin < 0 || i < spin; i++ {
 		if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
 			return h, nil
 		}
@@ -339,6 +360,10 @@ func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
 			}
 			runtime.Gosched()
 		}
+	}
+	if c.rxPos != c.doneStored {
+		c.doneStored = c.rxPos
+		c.rxDone.Store(c.rxPos)
 	}
 	if c.rxPos != c.rxReported {
 		c.rxReported = c.rxPos
@@ -350,7 +375,7 @@ func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
 		if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
 			return h, nil
 		}
-		if err := c.err(); err != nil {
+		if err := c.slowErr(); err != nil {
 			return header{}, err
 		}
 		if err := ctx.Err(); err != nil {
@@ -369,11 +394,8 @@ func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
 // It waits for this end's running Send and Recv calls to return.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
-		c.errMu.Lock()
-		if c.broken == nil {
-			c.broken = ErrClosed
-		}
-		c.errMu.Unlock()
+		closed := ErrClosed
+		c.broken.CompareAndSwap(nil, &closed)
 		c.l.shutdown()
 		c.txMu.Lock()
 		c.rxMu.Lock()

@@ -134,7 +134,7 @@ func (l *memLink) park(ctx context.Context, pos uint64, seq uint32) error {
 	w := l.rxr.u32(offWake)
 	old := atomic.LoadUint32(w)
 	atomic.StoreUint32(l.rxr.u32(offSleeping), 1)
-	if _, ok := l.rxr.peek(pos, seq); !ok && l.failed() == nil {
+	if _, ok := l.rxr.peek(pos, seq); !ok && l.checkPeer() == nil {
 		wait := 5 * time.Millisecond
 		if dl, ok := ctx.Deadline(); ok {
 			wait = max(min(wait, time.Until(dl)), time.Microsecond)
@@ -142,7 +142,7 @@ func (l *memLink) park(ctx context.Context, pos uint64, seq uint32) error {
 		futexWait(w, old, wait)
 	}
 	atomic.StoreUint32(l.rxr.u32(offSleeping), 0)
-	return l.failed()
+	return l.checkPeer()
 }
 
 func (l *memLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
@@ -154,7 +154,7 @@ func (l *memLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 				return uint32(s), nil
 			}
 		}
-		if err := l.failed(); err != nil {
+		if err := l.checkPeer(); err != nil {
 			return 0, err
 		}
 		if err := ctx.Err(); err != nil {
@@ -182,15 +182,27 @@ func (l *memLink) bulkGet(slot uint32, n uint32, dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+var errPeerClosed = fmt.Errorf("%w by the peer", ErrClosed)
+
+func (l *memLink) spin(configured int) int { return configured }
+
 func (l *memLink) failed() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
 	if atomic.LoadUint32(l.rxr.u32(offClosed)) != 0 {
-		return fmt.Errorf("%w by the peer", ErrClosed)
+		return errPeerClosed
 	}
 	if l.dead.Load() {
 		return ErrPeerDead
+	}
+	return nil
+}
+
+// checkPeer notices a peer whose heartbeat stopped (shm).
+func (l *memLink) checkPeer() error {
+	if err := l.failed(); err != nil {
+		return err
 	}
 	if l.heartbeat {
 		now := time.Now().UnixNano()

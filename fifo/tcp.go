@@ -52,6 +52,7 @@ type tcpLink struct {
 	peerClosed atomic.Bool
 	deadErr    atomic.Pointer[error]
 	done       chan struct{}
+	notify     chan struct{} // wakes a parked receiver
 	closeOnce  sync.Once
 }
 
@@ -60,9 +61,13 @@ func (l *tcpLink) setDead(err error) {
 	l.wakeLocal()
 }
 
+// wakeLocal wakes a parked local receiver: a channel, since both sides are
+// goroutines of this process and the scheduler should know who waits.
 func (l *tcpLink) wakeLocal() {
-	atomic.AddUint32(l.img.u32(offWake), 1)
-	futexWake(l.img.u32(offWake))
+	select {
+	case l.notify <- struct{}{}:
+	default:
+	}
 }
 
 func (l *tcpLink) appendFrame(f func(b []byte) []byte) {
@@ -131,15 +136,13 @@ func (l *tcpLink) returnCredits(v uint64) error {
 }
 
 func (l *tcpLink) park(ctx context.Context, pos uint64, seq uint32) error {
-	w := l.img.u32(offWake)
-	old := atomic.LoadUint32(w)
 	atomic.StoreUint32(l.img.u32(offSleeping), 1)
 	if _, ok := l.img.peek(pos, seq); !ok && l.failed() == nil {
-		wait := 5 * time.Millisecond
-		if dl, ok := ctx.Deadline(); ok {
-			wait = max(min(wait, time.Until(dl)), time.Microsecond)
+		select {
+		case <-l.notify:
+		case <-ctx.Done():
+		case <-l.done:
 		}
-		futexWait(w, old, wait)
 	}
 	atomic.StoreUint32(l.img.u32(offSleeping), 0)
 	return l.failed()
@@ -196,6 +199,12 @@ func (l *tcpLink) bulkGet(id uint32, n uint32, dst []byte) ([]byte, error) {
 	}
 	return append(dst, b...), nil
 }
+
+func (l *tcpLink) checkPeer() error { return l.failed() }
+
+// spin: data reaches a tcp receiver through this process's own reader
+// goroutine, so long spinning only steals its core; park early.
+func (l *tcpLink) spin(configured int) int { return min(configured, 200) }
 
 func (l *tcpLink) failed() error {
 	if l.closed.Load() {
@@ -368,7 +377,7 @@ func newTCPLink(nc net.Conn, cfg Config) *Conn {
 		tc.SetNoDelay(true)
 	}
 	img, _ := newRing(alignedBytes(ringSize(cfg.Cells)), cfg.Cells)
-	l := &tcpLink{cfg: cfg, nc: nc, img: img, assembly: map[uint32][]byte{}, done: make(chan struct{}), slots: make(chan struct{}, cfg.BulkSlots)}
+	l := &tcpLink{cfg: cfg, nc: nc, img: img, assembly: map[uint32][]byte{}, done: make(chan struct{}), notify: make(chan struct{}, 1), slots: make(chan struct{}, cfg.BulkSlots)}
 	c := newConn(l, cfg)
 	l.rxPos = c.rxDone.Load
 	go l.readLoop()
