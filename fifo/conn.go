@@ -28,10 +28,10 @@ func (c *Config) withDefaults() (Config, error) {
 	if d.Cells == 0 {
 		d.Cells = 4096
 	}
-	if d.Cells < 16 || d.Cells&(d.Cells-1) != 0 || d.Cells > 1<<24 {
-		return d, fmt.Errorf("%w: Cells must be a power of two from 16 to 2^24, not %d", ErrConfig, d.Cells)
+	if d.Cells < 16 || d.Cells&(d.Cells-1) != 0 || d.Cells > maxCells {
+		return d, fmt.Errorf("%w: Cells must be a power of two from 16 to 2^18, not %d", ErrConfig, d.Cells)
 	}
-	maxEager := int(d.Cells*Cell/4) - headerSize
+	maxEager := min(int(d.Cells*Cell/4)-headerSize, 1<<20)
 	if d.EagerLimit == 0 {
 		d.EagerLimit = min(16<<10, maxEager)
 	}
@@ -162,19 +162,25 @@ func (c *Conn) err() error {
 	return c.l.failed()
 }
 
-// extend widens a 32-bit piggybacked counter against a known 64-bit one.
+// extend widens a 16-bit piggybacked credit (in units of 1<<creditUnit
+// cells) against a known 64-bit cell count. The true value never trails the
+// known one by more than a ring, far less than half the 16-bit range.
 func extend(known uint64, low uint32) uint64 {
-	v := known&^0xffffffff | uint64(low)
-	if v+1<<31 < known {
-		v += 1 << 32
-	} else if v > known+1<<31 && v >= 1<<32 {
-		v -= 1 << 32
+	k := known >> creditUnit
+	v := k&^0xffff | uint64(low&0xffff)
+	if v+1<<15 < k {
+		v += 1 << 16
+	} else if v > k+1<<15 && v >= 1<<16 {
+		v -= 1 << 16
 	}
-	return v
+	return v << creditUnit
 }
 
+// consumedKnown is how far the peer has consumed our tx ring, as far as we
+// know (under txMu). A peer cannot have consumed cells never sent: a larger
+// claim, from a confused or hostile peer, is clamped.
 func (c *Conn) consumedKnown() uint64 {
-	return max(c.l.txConsumed(), c.peerCred.Load())
+	return min(max(c.l.txConsumed(), c.peerCred.Load()), c.txPos)
 }
 
 // Send sends p. It waits for credits when the ring is full (back-pressure,
@@ -216,15 +222,15 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 		return err
 	}
 	if pad > 0 {
-		// The pad's length makes it span exactly to the end of the ring.
-		h := header{seq: c.txSeq, length: uint32(pad*Cell - headerSize), kind: kindPad}
+		// A pad's length counts the cells to the end of the ring.
+		h := header{seq: c.txSeq, length: uint32(pad), kind: kindPad}
 		if err := c.l.put(c.txPos, h, nil); err != nil {
 			return c.fail(err)
 		}
 		c.txSeq++
 		c.txPos += pad
 	}
-	h := header{seq: c.txSeq, length: uint32(len(p)), credit: uint32(c.rxDone.Load()), kind: kind, flags: flagCredit}
+	h := header{seq: c.txSeq, length: uint32(len(p)), credit: uint32(c.rxDone.Load() >> creditUnit), kind: kind, flags: flagCredit}
 	if err := c.l.put(c.txPos, h, p); err != nil {
 		return c.fail(err)
 	}
@@ -294,7 +300,7 @@ func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
 				}
 			}
 		}
-		n := cellsFor(int(h.length))
+		n := h.cells()
 		var out []byte
 		var err error
 		switch h.kind {

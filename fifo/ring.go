@@ -20,23 +20,26 @@
 //	    | cell 0 | cell 1 | ...                         | cell N-1   |
 //	    +-----------------------------------------------------------+
 //
-// A message occupies ceil((16+len)/64) consecutive cells; its first cell
-// starts with a 16-byte header, and the payload follows contiguously:
+// A message occupies ceil((8+len)/64) consecutive cells; its first cell
+// starts with an 8-byte header, the publication word, and the payload
+// follows contiguously. The word is stored last, with one atomic store:
 //
-//	 0        4        8            12     13        16              64
-//	+--------+--------+------------+------+---------+----------------+
-//	| seq    | length | credit     | kind | flags   | payload ...    |
-//	+--------+--------+------------+------+---------+----------------+
-//	 \_ publication word (8 bytes, stored last, atomically) _/
+//	bit 0        24    26  27             48             64
+//	    +--------+-----+---+--------------+--------------+
+//	    | seq    |kind |C  | length       | credit       |  then payload ...
+//	    +--------+-----+---+--------------+--------------+
 //
-// A message of at most 48 bytes fits in its header cell: an immediate put.
+// kind is data, pad or rendezvous request; C says credit carries the
+// sender's own receive progress for the reverse ring, in units of 16 cells;
+// a pad's length counts cells. A message of at most 56 bytes fits in its
+// header cell: an immediate put.
 // A message that would run past the last cell is preceded by a pad record
 // that fills the ring to its end, and starts again at cell 0:
 //
 //	| ...older... | PAD PAD PAD |      (end of ring)
 //	| message cells ... |               (cell 0, next lap)
 //
-// seq counts messages from 1 (mod 2^32) so a cell left from an earlier lap is
+// seq counts messages from 1 (mod 2^24; a lap holds fewer) so a cell left from an earlier lap is
 // never taken for a new message; credit piggybacks the sender's own receive
 // progress for the reverse ring. Messages above the eager limit travel on the
 // rendezvous channel: a short request on the ring, the payload fetched from
@@ -56,7 +59,7 @@ const Cell = 64
 
 const (
 	ctlSize    = 4 * Cell
-	headerSize = 16
+	headerSize = 8
 	// Immediate is the largest payload that fits in the header cell.
 	Immediate = Cell - headerSize
 
@@ -81,6 +84,12 @@ const (
 	kindPad    = 2
 	kindRdv    = 3 // rendezvous request: payload is slot (u32) and length (u32)
 	flagCredit = 1 // the credit field carries the sender's receive progress
+
+	seqBits    = 24
+	seqMask    = 1<<seqBits - 1
+	maxLength  = 1<<21 - 1
+	creditUnit = 4 // piggybacked credit counts 1<<creditUnit cells
+	maxCells   = 1 << 18
 )
 
 // Errors, matched with errors.Is.
@@ -116,8 +125,8 @@ type ring struct {
 func ringSize(cells uint64) int { return ctlSize + int(cells)*Cell }
 
 func newRing(mem []byte, cells uint64) (*ring, error) {
-	if cells < 4 || cells&(cells-1) != 0 || cells > 1<<24 {
-		return nil, fmt.Errorf("%w: cells must be a power of two from 4 to 2^24, not %d", ErrConfig, cells)
+	if cells < 4 || cells&(cells-1) != 0 || cells > maxCells {
+		return nil, fmt.Errorf("%w: cells must be a power of two from 4 to 2^18, not %d", ErrConfig, cells)
 	}
 	if len(mem) < ringSize(cells) || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
 		return nil, fmt.Errorf("%w: ring memory too small or misaligned", ErrConfig)
@@ -167,34 +176,43 @@ type header struct {
 	kind, flags         uint8
 }
 
-func packPub(seq, length uint32) uint64 { return uint64(seq) | uint64(length)<<32 }
+func (h header) pack() uint64 {
+	return uint64(h.seq&seqMask) | uint64(h.kind&3)<<24 | uint64(h.flags&1)<<26 | uint64(h.length&maxLength)<<27 | uint64(h.credit&0xffff)<<48
+}
+
+func unpack(w uint64) header {
+	return header{seq: uint32(w & seqMask), kind: uint8(w>>24) & 3, flags: uint8(w>>26) & 1,
+		length: uint32(w>>27) & maxLength, credit: uint32(w >> 48)}
+}
+
+// cells is how many cells the message whose header is h occupies.
+func (h header) cells() uint64 {
+	if h.kind == kindPad {
+		return uint64(h.length)
+	}
+	return cellsFor(int(h.length))
+}
 
 // place writes a message's cells at pos except its publication word: the
 // payload with plain copies, then the credit, kind and flags. The caller
 // publishes with publish(pos, ...) after every byte is in place.
 func (r *ring) place(pos uint64, h header, payload []byte) {
-	off := r.cellOff(pos)
-	binary.LittleEndian.PutUint32(r.mem[off+8:], h.credit)
-	r.mem[off+12] = h.kind
-	r.mem[off+13] = h.flags
-	copy(r.mem[off+headerSize:], payload)
+	copy(r.mem[r.cellOff(pos)+headerSize:], payload)
 }
 
 // publish makes the message at pos visible: the one atomic store.
 func (r *ring) publish(pos uint64, h header) {
-	atomic.StoreUint64(r.pubWord(pos), packPub(h.seq, h.length))
+	atomic.StoreUint64(r.pubWord(pos), h.pack())
 }
 
 // peek returns the header at pos if message seq is published there.
 // A header for a different seq is a cell from an earlier lap: not yet.
 func (r *ring) peek(pos uint64, seq uint32) (header, bool) {
 	w := atomic.LoadUint64(r.pubWord(pos))
-	if uint32(w) != seq {
+	if uint32(w&seqMask) != seq&seqMask {
 		return header{}, false
 	}
-	off := r.cellOff(pos)
-	return header{seq: seq, length: uint32(w >> 32), credit: binary.LittleEndian.Uint32(r.mem[off+8:]),
-		kind: r.mem[off+12], flags: r.mem[off+13]}, true
+	return unpack(w), true
 }
 
 // validate checks a published header against the ring before any payload is
@@ -209,20 +227,15 @@ func (r *ring) validate(pos uint64, h header, maxEager int) error {
 			return &CorruptError{Cell: pos, Why: "rendezvous request of the wrong size"}
 		}
 	case kindPad:
+		if h.length == 0 || (pos&r.mask)+uint64(h.length) != r.cells {
+			return &CorruptError{Cell: pos, Why: fmt.Sprintf("pad of %d cells does not end at the end of the ring", h.length)}
+		}
+		return nil
 	default:
 		return &CorruptError{Cell: pos, Why: fmt.Sprintf("unknown kind %d", h.kind)}
 	}
-	if h.flags&^flagCredit != 0 {
-		return &CorruptError{Cell: pos, Why: fmt.Sprintf("unknown flags %#x", h.flags)}
-	}
-	if uint64(h.length) > uint64(r.cells)*Cell {
-		return &CorruptError{Cell: pos, Why: fmt.Sprintf("length %d passes the ring", h.length)}
-	}
-	if n := cellsFor(int(h.length)); (pos&r.mask)+n > r.cells {
+	if n := h.cells(); (pos&r.mask)+n > r.cells {
 		return &CorruptError{Cell: pos, Why: fmt.Sprintf("%d cells from cell %d pass the end of the ring", n, pos&r.mask)}
-	}
-	if h.kind == kindPad && (pos&r.mask)+cellsFor(int(h.length)) != r.cells {
-		return &CorruptError{Cell: pos, Why: "pad record does not end at the end of the ring"}
 	}
 	return nil
 }

@@ -280,7 +280,7 @@ func (l *tcpLink) readLoop() {
 				fail(err)
 				return
 			}
-			n := cellsFor(int(h.length))
+			n := h.cells()
 			if pos+n-l.rxPos() > l.img.cells {
 				fail(&CorruptError{Cell: pos, Why: "the sender overran its credits"})
 				return
