@@ -201,14 +201,19 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 			return err
 		}
 		c.txMu.Lock()
-		defer c.txMu.Unlock()
 		binary.LittleEndian.PutUint32(c.rdvBuf[0:], slot)
 		binary.LittleEndian.PutUint32(c.rdvBuf[4:], uint32(len(p)))
 		p, kind = c.rdvBuf[:], kindRdv
 	} else {
 		c.txMu.Lock()
-		defer c.txMu.Unlock()
 	}
+	err := c.sendLocked(ctx, kind, p)
+	c.txMu.Unlock()
+	return err
+}
+
+// sendLocked places one message on the ring (under txMu).
+func (c *Conn) sendLocked(ctx context.Context, kind uint8, p []byte) error {
 	need := cellsFor(len(p))
 	if err := c.err(); err != nil {
 		return err
