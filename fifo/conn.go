@@ -87,6 +87,9 @@ type link interface {
 	// park waits until the rx ring may have changed, the deadline passes, or
 	// the link fails. The caller re-checks after it returns.
 	park(ctx context.Context, pos uint64, seq uint32) error
+	// waitTx waits, honouring ctx, until cond holds; cond reads state the
+	// peer's credit returns and finishes update.
+	waitTx(ctx context.Context, cond func() bool) error
 	// bulkPut exposes a large payload and returns its slot.
 	bulkPut(ctx context.Context, p []byte) (uint32, error)
 	// bulkGet copies rendezvous payload slot out, appending to dst, and frees it.
@@ -209,7 +212,15 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	}
 	err := c.sendLocked(ctx, kind, p)
 	c.txMu.Unlock()
-	return err
+	if err != nil {
+		return err
+	}
+	// Pushed out after the lock is released: while one sender writes, the
+	// others place their messages, and the writer takes them along (tcp).
+	if err := c.l.flushTx(); err != nil {
+		return c.fail(err)
+	}
+	return nil
 }
 
 // sendLocked places one message on the ring (under txMu).
@@ -241,14 +252,10 @@ func (c *Conn) sendLocked(ctx context.Context, kind uint8, p []byte) error {
 	}
 	c.txSeq++
 	c.txPos += need
-	if err := c.l.flushTx(); err != nil {
-		return c.fail(err)
-	}
 	return nil
 }
 
-// waitCredits blocks until n cells are free: spinning first, then backing
-// off, honouring ctx and the peer's death.
+// waitCredits blocks until n cells are free, honouring ctx and the peer's death.
 func (c *Conn) waitCredits(ctx context.Context, n, cells uint64) error {
 	if cells-(c.txPos-c.consumedKnown()) >= n {
 		return nil
@@ -257,12 +264,18 @@ func (c *Conn) waitCredits(ctx context.Context, n, cells uint64) error {
 	if err := c.l.flushTx(); err != nil {
 		return c.fail(err)
 	}
+	return c.l.waitTx(ctx, func() bool { return cells-(c.txPos-c.consumedKnown()) >= n })
+}
+
+// backoff polls cond, spinning first, then sleeping longer each time, until
+// it holds, ctx ends or check fails (shared-memory links).
+func backoff(ctx context.Context, cond func() bool, check func() error) error {
 	sleep := time.Microsecond
 	for i := 0; ; i++ {
-		if cells-(c.txPos-c.consumedKnown()) >= n {
+		if cond() {
 			return nil
 		}
-		if err := c.slowErr(); err != nil {
+		if err := check(); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {

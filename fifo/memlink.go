@@ -3,7 +3,6 @@ package fifo
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,28 +144,26 @@ func (l *memLink) park(ctx context.Context, pos uint64, seq uint32) error {
 	return l.checkPeer()
 }
 
+func (l *memLink) waitTx(ctx context.Context, cond func() bool) error {
+	return backoff(ctx, cond, l.checkPeer)
+}
+
 func (l *memLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
-	sleep := time.Microsecond
-	for i := 0; ; i++ {
+	slot := -1
+	err := backoff(ctx, func() bool {
 		for s := 0; s < l.txb.slots; s++ {
 			if atomic.CompareAndSwapUint32(l.txb.state(s), 0, 1) {
-				copy(l.txb.data[s*l.txb.slotSize:], p)
-				return uint32(s), nil
+				slot = s
+				return true
 			}
 		}
-		if err := l.checkPeer(); err != nil {
-			return 0, err
-		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		if i < 100 {
-			runtime.Gosched()
-			continue
-		}
-		time.Sleep(sleep)
-		sleep = min(2*sleep, time.Millisecond)
+		return false
+	}, l.checkPeer)
+	if err != nil {
+		return 0, err
 	}
+	copy(l.txb.data[slot*l.txb.slotSize:], p)
+	return uint32(slot), nil
 }
 
 func (l *memLink) bulkGet(slot uint32, n uint32, dst []byte) ([]byte, error) {

@@ -30,9 +30,11 @@ const (
 )
 
 type tcpLink struct {
-	cfg   Config
-	nc    net.Conn
-	img   *ring // the local image of the peer's ring, which Recv reads
+	cfg Config
+	nc  net.Conn
+	img *ring // the local image of the peer's ring, which Recv reads
+	// rxPos is how far the local receiver consumed: a put beyond the
+	// credits it was given is a protocol violation.
 	rxPos func() uint64
 
 	txCred atomic.Uint64
@@ -42,32 +44,31 @@ type tcpLink struct {
 	spare   []byte
 	writing bool
 
-	bmu      sync.Mutex
+	// The read side has no goroutine of its own: whoever needs progress (a
+	// receiver waiting for a message, a sender waiting for credits or a
+	// rendezvous slot) takes the reader role and applies frames until its
+	// condition holds, so a message reaches its receiver with no hand-off.
+	rsem    chan struct{}                 // the reader role
+	waiters atomic.Int32                  // callers waiting for someone else's progress
+	prog    atomic.Pointer[chan struct{}] // closed at each progress while someone waits
+	br      *bufio.Reader
+	nextPos uint64
+	nextSeq uint32
+
 	slots    chan struct{} // rendezvous transfers this end may have outstanding
+	bmu      sync.Mutex
 	nextBulk uint32
 	assembly map[uint32][]byte // rendezvous payloads being received
-	pending  int               // bytes held in assembly
 
 	closed     atomic.Bool
 	peerClosed atomic.Bool
 	deadErr    atomic.Pointer[error]
-	done       chan struct{}
-	notify     chan struct{} // wakes a parked receiver
+	done       chan struct{} // closed by shutdown
 	closeOnce  sync.Once
 }
 
 func (l *tcpLink) setDead(err error) {
 	l.deadErr.CompareAndSwap(nil, &err)
-	l.wakeLocal()
-}
-
-// wakeLocal wakes a parked local receiver: a channel, since both sides are
-// goroutines of this process and the scheduler should know who waits.
-func (l *tcpLink) wakeLocal() {
-	select {
-	case l.notify <- struct{}{}:
-	default:
-	}
 }
 
 func (l *tcpLink) appendFrame(f func(b []byte) []byte) {
@@ -96,7 +97,7 @@ func (l *tcpLink) flushTx() error {
 	l.wmu.Lock()
 	if l.writing || len(l.wbuf) == 0 {
 		l.wmu.Unlock()
-		return l.failedWrite()
+		return l.failed()
 	}
 	l.writing = true
 	for len(l.wbuf) > 0 {
@@ -118,13 +119,6 @@ func (l *tcpLink) flushTx() error {
 	return nil
 }
 
-func (l *tcpLink) failedWrite() error {
-	if p := l.deadErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 func (l *tcpLink) txConsumed() uint64 { return l.txCred.Load() }
 func (l *tcpLink) rx() *ring          { return l.img }
 
@@ -135,32 +129,292 @@ func (l *tcpLink) returnCredits(v uint64) error {
 	return l.flushTx()
 }
 
-func (l *tcpLink) park(ctx context.Context, pos uint64, seq uint32) error {
-	atomic.StoreUint32(l.img.u32(offSleeping), 1)
-	if _, ok := l.img.peek(pos, seq); !ok && l.failed() == nil {
+// announce wakes the callers waiting for progress, if any.
+func (l *tcpLink) announce() {
+	if l.waiters.Load() == 0 {
+		return
+	}
+	ch := make(chan struct{})
+	close(*l.prog.Swap(&ch))
+}
+
+// waitFor makes progress until cond holds: it reads frames itself when no
+// one else is reading, and otherwise waits for the reader's progress. It
+// returns nil right after cond returned true, and never asks cond again.
+func (l *tcpLink) waitFor(ctx context.Context, cond func() bool) error {
+	for {
+		if cond() {
+			return nil
+		}
+		if err := l.failed(); err != nil {
+			return err
+		}
+		l.waiters.Add(1)
+		progress := *l.prog.Load()
+		if cond() {
+			l.waiters.Add(-1)
+			return nil
+		}
 		select {
-		case <-l.notify:
+		case l.rsem <- struct{}{}:
+			l.waiters.Add(-1)
+			err := l.readUntil(ctx, cond)
+			<-l.rsem
+			l.announce() // a waiter may take over the reader role
+			// readUntil returns nil only once cond held; cond may have had an
+			// effect (taking a rendezvous slot), so it is not asked again.
+			return err
+		case <-progress:
+			l.waiters.Add(-1)
 		case <-ctx.Done():
+			l.waiters.Add(-1)
+			return ctx.Err()
 		case <-l.done:
+			l.waiters.Add(-1)
+			return l.failed()
 		}
 	}
-	atomic.StoreUint32(l.img.u32(offSleeping), 0)
+}
+
+// readUntil applies frames until cond holds (holding the reader role).
+// Frames already buffered are applied without blocking; a read deadline is
+// armed only when the reader must block and ctx can end at all.
+func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
+	if l.closed.Load() {
+		return l.failed()
+	}
+	armed := false
+	var stop func() bool
+	defer func() {
+		if stop != nil && !stop() {
+			// The cancellation fired: wait for its deadline write, then clear it.
+			l.nc.SetReadDeadline(time.Time{})
+		}
+		if armed {
+			l.nc.SetReadDeadline(time.Time{})
+		}
+	}()
+	for {
+		for l.frameBuffered() {
+			if err := l.readFrame(); err != nil {
+				return l.readFailed(err)
+			}
+			l.announce()
+		}
+		if cond() {
+			return nil
+		}
+		if !armed && stop == nil && ctx.Done() != nil {
+			if dl, ok := ctx.Deadline(); ok {
+				l.nc.SetReadDeadline(dl)
+				armed = true
+			} else {
+				stop = context.AfterFunc(ctx, func() { l.nc.SetReadDeadline(time.Unix(1, 0)) })
+			}
+		}
+		err := l.readFrame()
+		if err == nil {
+			l.announce()
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && !l.closed.Load() {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return context.DeadlineExceeded
+		}
+		return l.readFailed(err)
+	}
+}
+
+// readFailed records why reading stopped and closes the connection.
+func (l *tcpLink) readFailed(err error) error {
+	switch {
+	case l.closed.Load() || l.peerClosed.Load():
+	case errors.Is(err, ErrCorrupt):
+		l.setDead(err)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed):
+		l.setDead(fmt.Errorf("%w: connection lost", ErrPeerDead))
+	default:
+		l.setDead(fmt.Errorf("%w: %v", ErrPeerDead, err))
+	}
+	l.nc.Close()
+	l.announce()
 	return l.failed()
 }
 
+// frameBuffered reports whether a whole frame is already in the read buffer
+// (or a malformed one, which readFrame then reports without blocking).
+func (l *tcpLink) frameBuffered() bool {
+	n := l.br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := l.br.Peek(n)
+	need := 0
+	switch b[0] {
+	case framePut:
+		if n < putHeader {
+			return false
+		}
+		need = putHeader
+		if b[21] != kindPad {
+			need += int(binary.LittleEndian.Uint32(b[13:]))
+		}
+	case frameCredit:
+		need = 9
+	case frameBulk:
+		if n < bulkHeader {
+			return false
+		}
+		need = bulkHeader + int(binary.LittleEndian.Uint32(b[13:]))
+	case frameFinish:
+		need = 5
+	default:
+		return true
+	}
+	if need > l.br.Size() {
+		return true // too large to ever buffer: readFrame rejects it
+	}
+	return n >= need
+}
+
+// readFrame applies one frame. It only peeks until the whole frame is
+// buffered, so a read deadline in the middle of a frame loses nothing.
+func (l *tcpLink) readFrame() error {
+	b, err := l.br.Peek(1)
+	if err != nil {
+		return err
+	}
+	switch b[0] {
+	case framePut:
+		hdr, err := l.br.Peek(putHeader)
+		if err != nil {
+			return err
+		}
+		pos := binary.LittleEndian.Uint64(hdr[1:])
+		h := header{seq: binary.LittleEndian.Uint32(hdr[9:]), length: binary.LittleEndian.Uint32(hdr[13:]),
+			credit: binary.LittleEndian.Uint32(hdr[17:]), kind: hdr[21], flags: hdr[22]}
+		if pos != l.nextPos || h.seq != l.nextSeq {
+			return &CorruptError{Cell: pos, Why: fmt.Sprintf("sequence gap: put %d at cell %d, expected %d at %d", h.seq, pos, l.nextSeq, l.nextPos)}
+		}
+		if h.length > maxLength || h.credit > 0xffff || h.flags > flagCredit {
+			return &CorruptError{Cell: pos, Why: "header field out of range"}
+		}
+		if err := l.img.validate(pos, h, l.cfg.EagerLimit); err != nil {
+			return err
+		}
+		n := h.cells()
+		if pos+n-l.rxPos() > l.img.cells {
+			return &CorruptError{Cell: pos, Why: "the sender overran its credits"}
+		}
+		body := 0
+		if h.kind != kindPad {
+			body = int(h.length)
+		}
+		frame, err := l.br.Peek(putHeader + body)
+		if err != nil {
+			return err
+		}
+		l.img.place(pos, h, frame[putHeader:])
+		l.img.publish(pos, h)
+		l.br.Discard(putHeader + body)
+		l.nextPos, l.nextSeq = pos+n, l.nextSeq+1
+	case frameCredit:
+		f, err := l.br.Peek(9)
+		if err != nil {
+			return err
+		}
+		v := binary.LittleEndian.Uint64(f[1:])
+		l.br.Discard(9)
+		for old := l.txCred.Load(); v > old && !l.txCred.CompareAndSwap(old, v); old = l.txCred.Load() {
+		}
+	case frameBulk:
+		hdr, err := l.br.Peek(bulkHeader)
+		if err != nil {
+			return err
+		}
+		id, total := binary.LittleEndian.Uint32(hdr[1:]), binary.LittleEndian.Uint32(hdr[5:])
+		off, n := binary.LittleEndian.Uint32(hdr[9:]), binary.LittleEndian.Uint32(hdr[13:])
+		if n > bulkChunk {
+			return &CorruptError{Why: fmt.Sprintf("rendezvous chunk of %d bytes", n)}
+		}
+		l.bmu.Lock()
+		buf, ok := l.assembly[id]
+		inFlight := len(l.assembly)
+		l.bmu.Unlock()
+		if !ok && (int(total) > l.cfg.MaxMessage || inFlight >= l.cfg.BulkSlots || off != 0) {
+			return &CorruptError{Why: fmt.Sprintf("rendezvous %d of %d bytes exceeds the limits", id, total)}
+		}
+		if ok && (int(off) != len(buf) || uint64(off)+uint64(n) > uint64(total) || cap(buf) != int(total)) {
+			return &CorruptError{Why: fmt.Sprintf("rendezvous %d chunk at %d of %d bytes is out of order", id, off, n)}
+		}
+		if !ok && n > total {
+			return &CorruptError{Why: fmt.Sprintf("rendezvous %d chunk larger than the whole", id)}
+		}
+		frame, err := l.br.Peek(bulkHeader + int(n))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			buf = make([]byte, 0, total)
+		}
+		buf = append(buf, frame[bulkHeader:]...)
+		l.br.Discard(bulkHeader + int(n))
+		l.bmu.Lock()
+		l.assembly[id] = buf
+		l.bmu.Unlock()
+	case frameFinish:
+		if _, err := l.br.Peek(5); err != nil {
+			return err
+		}
+		l.br.Discard(5)
+		select {
+		case <-l.slots:
+		default:
+			return &CorruptError{Why: "finish for a rendezvous never sent"}
+		}
+	case frameClose:
+		l.br.Discard(1)
+		l.peerClosed.Store(true)
+	default:
+		return &CorruptError{Why: fmt.Sprintf("unknown frame type %d", b[0])}
+	}
+	return nil
+}
+
+func (l *tcpLink) park(ctx context.Context, pos uint64, seq uint32) error {
+	return l.waitFor(ctx, func() bool {
+		_, ok := l.img.peek(pos, seq)
+		return ok || l.peerClosed.Load()
+	})
+}
+
+func (l *tcpLink) waitTx(ctx context.Context, cond func() bool) error {
+	return l.waitFor(ctx, func() bool { return cond() || l.peerClosed.Load() })
+}
+
 func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-l.done:
-		return 0, l.failed()
+	err := l.waitFor(ctx, func() bool {
+		select {
+		case l.slots <- struct{}{}:
+			return true
+		default:
+			return l.peerClosed.Load()
+		}
+	})
+	if err == nil {
+		err = l.failed()
+	}
+	if err != nil {
+		return 0, err
 	}
 	l.bmu.Lock()
 	l.nextBulk++
 	id := l.nextBulk
 	l.bmu.Unlock()
-	for off := 0; off < len(p) || off == 0; off += bulkChunk {
+	for off := 0; ; off += bulkChunk {
 		chunk := p[off:min(off+bulkChunk, len(p))]
 		l.appendFrame(func(b []byte) []byte {
 			b = append(b, frameBulk)
@@ -174,25 +428,24 @@ func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 		if err := l.flushTx(); err != nil {
 			return 0, err
 		}
+		if off+bulkChunk >= len(p) {
+			return id, nil
+		}
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if len(p) == 0 {
-			break
-		}
 	}
-	return id, nil
 }
 
 func (l *tcpLink) bulkGet(id uint32, n uint32, dst []byte) ([]byte, error) {
 	l.bmu.Lock()
-	defer l.bmu.Unlock()
 	b, ok := l.assembly[id]
 	if !ok || len(b) != int(n) {
+		l.bmu.Unlock()
 		return dst, &CorruptError{Why: fmt.Sprintf("rendezvous %d of %d bytes was not received", id, n)}
 	}
 	delete(l.assembly, id)
-	l.pending -= len(b)
+	l.bmu.Unlock()
 	l.appendFrame(func(f []byte) []byte { return binary.LittleEndian.AppendUint32(append(f, frameFinish), id) })
 	if err := l.flushTx(); err != nil {
 		return dst, err
@@ -202,165 +455,40 @@ func (l *tcpLink) bulkGet(id uint32, n uint32, dst []byte) ([]byte, error) {
 
 func (l *tcpLink) checkPeer() error { return l.failed() }
 
-// spin: data reaches a tcp receiver through this process's own reader
-// goroutine, so long spinning only steals its core; park early.
-func (l *tcpLink) spin(configured int) int { return min(configured, 200) }
+// spin: a tcp receiver's data arrives only when someone reads the socket,
+// which the waiter does itself; polling the image first is a cheap check.
+func (l *tcpLink) spin(configured int) int { return min(configured, 64) }
 
 func (l *tcpLink) failed() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if l.peerClosed.Load() {
-		return fmt.Errorf("%w by the peer", ErrClosed)
-	}
 	if p := l.deadErr.Load(); p != nil {
 		return *p
+	}
+	if l.peerClosed.Load() {
+		return errPeerClosed
 	}
 	return nil
 }
 
 func (l *tcpLink) shutdown() {
 	l.closeOnce.Do(func() {
-		if !l.closed.Load() && l.failed() == nil {
+		if l.failed() == nil {
 			l.appendFrame(func(b []byte) []byte { return append(b, frameClose) })
 			l.nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 			l.flushTx()
 		}
 		l.closed.Store(true)
 		l.nc.Close()
-		l.wakeLocal()
+		close(l.done)
 	})
 }
 
 func (l *tcpLink) release() error {
 	l.shutdown()
-	<-l.done
+	l.rsem <- struct{}{} // wait for a reader in progress to leave
 	return nil
-}
-
-// readLoop applies the peer's frames: puts to the local image (published by
-// the same atomic store a shared-memory put ends with), credits, rendezvous
-// chunks. Any malformed frame is an error that closes the connection.
-func (l *tcpLink) readLoop() {
-	defer close(l.done)
-	br := bufio.NewReaderSize(l.nc, 256<<10)
-	var hdr [putHeader]byte
-	nextPos, nextSeq := uint64(0), uint32(1)
-	fail := func(err error) {
-		if errors.Is(err, io.EOF) || l.closed.Load() {
-			if !l.peerClosed.Load() && !l.closed.Load() {
-				l.setDead(fmt.Errorf("%w: connection lost", ErrPeerDead))
-			}
-		} else {
-			l.setDead(err)
-		}
-		l.nc.Close()
-		l.wakeLocal()
-	}
-	for {
-		t, err := br.ReadByte()
-		if err != nil {
-			fail(err)
-			return
-		}
-		switch t {
-		case framePut:
-			if _, err := io.ReadFull(br, hdr[1:]); err != nil {
-				fail(err)
-				return
-			}
-			pos := binary.LittleEndian.Uint64(hdr[1:])
-			h := header{seq: binary.LittleEndian.Uint32(hdr[9:]), length: binary.LittleEndian.Uint32(hdr[13:]),
-				credit: binary.LittleEndian.Uint32(hdr[17:]), kind: hdr[21], flags: hdr[22]}
-			if pos != nextPos || h.seq != nextSeq {
-				fail(&CorruptError{Cell: pos, Why: fmt.Sprintf("sequence gap: put %d at cell %d, expected %d at %d", h.seq, pos, nextSeq, nextPos)})
-				return
-			}
-			if err := l.img.validate(pos, h, l.cfg.EagerLimit); err != nil {
-				fail(err)
-				return
-			}
-			n := h.cells()
-			if pos+n-l.rxPos() > l.img.cells {
-				fail(&CorruptError{Cell: pos, Why: "the sender overran its credits"})
-				return
-			}
-			body := l.img.payload(pos, h.length)
-			if h.kind == kindPad {
-				body = body[:0]
-			}
-			if _, err := io.ReadFull(br, body); err != nil {
-				fail(err)
-				return
-			}
-			l.img.place(pos, h, nil)
-			l.img.publish(pos, h)
-			if atomic.LoadUint32(l.img.u32(offSleeping)) != 0 {
-				l.wakeLocal()
-			}
-			nextPos, nextSeq = pos+n, nextSeq+1
-		case frameCredit:
-			var b [8]byte
-			if _, err := io.ReadFull(br, b[:]); err != nil {
-				fail(err)
-				return
-			}
-			v := binary.LittleEndian.Uint64(b[:])
-			for old := l.txCred.Load(); v > old && !l.txCred.CompareAndSwap(old, v); old = l.txCred.Load() {
-			}
-		case frameBulk:
-			var b [bulkHeader - 1]byte
-			if _, err := io.ReadFull(br, b[:]); err != nil {
-				fail(err)
-				return
-			}
-			id, total := binary.LittleEndian.Uint32(b[0:]), binary.LittleEndian.Uint32(b[4:])
-			off, n := binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:])
-			l.bmu.Lock()
-			buf, ok := l.assembly[id]
-			if !ok {
-				if int(total) > l.cfg.MaxMessage || len(l.assembly) >= l.cfg.BulkSlots || off != 0 {
-					l.bmu.Unlock()
-					fail(&CorruptError{Why: fmt.Sprintf("rendezvous %d of %d bytes exceeds the limits", id, total)})
-					return
-				}
-				buf = make([]byte, 0, total)
-				l.pending += int(total)
-			}
-			if int(off) != len(buf) || uint64(off)+uint64(n) > uint64(total) || cap(buf) != int(total) {
-				l.bmu.Unlock()
-				fail(&CorruptError{Why: fmt.Sprintf("rendezvous %d chunk at %d of %d bytes is out of order", id, off, n)})
-				return
-			}
-			l.bmu.Unlock()
-			buf = buf[:off+n]
-			if _, err := io.ReadFull(br, buf[off:]); err != nil {
-				fail(err)
-				return
-			}
-			l.bmu.Lock()
-			l.assembly[id] = buf
-			l.bmu.Unlock()
-		case frameFinish:
-			var b [4]byte
-			if _, err := io.ReadFull(br, b[:]); err != nil {
-				fail(err)
-				return
-			}
-			select {
-			case <-l.slots:
-			default:
-				fail(&CorruptError{Why: "finish for a rendezvous never sent"})
-				return
-			}
-		case frameClose:
-			l.peerClosed.Store(true)
-			l.wakeLocal()
-		default:
-			fail(&CorruptError{Why: fmt.Sprintf("unknown frame type %d", t)})
-			return
-		}
-	}
 }
 
 func appendHello(b []byte, cfg Config, token []byte) []byte {
@@ -377,10 +505,13 @@ func newTCPLink(nc net.Conn, cfg Config) *Conn {
 		tc.SetNoDelay(true)
 	}
 	img, _ := newRing(alignedBytes(ringSize(cfg.Cells)), cfg.Cells)
-	l := &tcpLink{cfg: cfg, nc: nc, img: img, assembly: map[uint32][]byte{}, done: make(chan struct{}), notify: make(chan struct{}, 1), slots: make(chan struct{}, cfg.BulkSlots)}
+	size := max(putHeader+cfg.EagerLimit, bulkHeader+bulkChunk) + 64
+	l := &tcpLink{cfg: cfg, nc: nc, img: img, assembly: map[uint32][]byte{}, done: make(chan struct{}),
+		slots: make(chan struct{}, cfg.BulkSlots), rsem: make(chan struct{}, 1), br: bufio.NewReaderSize(nc, size), nextSeq: 1}
+	ch := make(chan struct{})
+	l.prog.Store(&ch)
 	c := newConn(l, cfg)
 	l.rxPos = c.rxDone.Load
-	go l.readLoop()
 	return c
 }
 
