@@ -92,8 +92,13 @@ type link interface {
 	waitTx(ctx context.Context, cond func() bool) error
 	// bulkPut exposes a large payload and returns its slot.
 	bulkPut(ctx context.Context, p []byte) (uint32, error)
-	// bulkGet copies rendezvous payload slot out, appending to dst, and frees it.
-	bulkGet(slot uint32, n uint32, dst []byte) ([]byte, error)
+	// bulkView returns rendezvous payload slot in place; bulkFree releases
+	// it to the sender (the finish).
+	bulkView(slot uint32, n uint32) ([]byte, error)
+	bulkFree(slot uint32) error
+	// cheapCredits reports whether an explicit credit return costs no more
+	// than a store (shared memory), so it is worth making before parking.
+	cheapCredits() bool
 	// failed reports a closed or failed link, cheaply.
 	failed() error
 	// checkPeer also checks the peer's liveness, which may read the clock.
@@ -292,10 +297,27 @@ func backoff(ctx context.Context, cond func() bool, check func() error) error {
 
 // Recv receives the next message, appending it to dst[:0].
 func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
+	out := dst[:0]
+	err := c.recv(ctx, func(p []byte) error {
+		out = append(out, p...)
+		return nil
+	})
+	return out, err
+}
+
+// RecvFunc receives the next message and hands it to fn in place, in the
+// ring or the rendezvous area, with no copy. p is valid only until fn
+// returns; fn must not call Recv or RecvFunc. fn's error is returned (the
+// message counts as received either way).
+func (c *Conn) RecvFunc(ctx context.Context, fn func(p []byte) error) error {
+	return c.recv(ctx, fn)
+}
+
+func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error) error {
 	c.rxMu.Lock()
 	defer c.rxMu.Unlock()
 	if err := c.err(); err != nil {
-		return dst[:0], err
+		return err
 	}
 	r := c.l.rx()
 	for {
@@ -303,11 +325,11 @@ func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
 		if !ok {
 			var err error
 			if h, err = c.wait(ctx, r); err != nil {
-				return dst[:0], err
+				return err
 			}
 		}
 		if err := r.validate(c.rxPos, h, c.cfg.EagerLimit); err != nil {
-			return dst[:0], c.fail(err)
+			return c.fail(err)
 		}
 		if h.flags&flagCredit != 0 {
 			for {
@@ -319,26 +341,30 @@ func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
 			}
 		}
 		n := h.cells()
-		var out []byte
-		var err error
 		switch h.kind {
 		case kindPad:
 			c.advance(n)
 			continue
 		case kindData:
-			out = append(dst[:0], r.payload(c.rxPos, h.length)...)
-		case kindRdv:
-			b := r.payload(c.rxPos, 8)
-			slot, size := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:])
-			if int(size) > c.cfg.MaxMessage {
-				return dst[:0], c.fail(&CorruptError{Cell: c.rxPos, Why: fmt.Sprintf("rendezvous of %d bytes above the limit", size)})
-			}
-			if out, err = c.l.bulkGet(slot, size, dst[:0]); err != nil {
-				return dst[:0], c.fail(err)
-			}
+			err := deliver(r.payload(c.rxPos, h.length))
+			c.advance(n)
+			return err
+		}
+		b := r.payload(c.rxPos, 8)
+		slot, size := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:])
+		if int(size) > c.cfg.MaxMessage {
+			return c.fail(&CorruptError{Cell: c.rxPos, Why: fmt.Sprintf("rendezvous of %d bytes above the limit", size)})
+		}
+		p, err := c.l.bulkView(slot, size)
+		if err != nil {
+			return c.fail(err)
 		}
 		c.advance(n)
-		return out, nil
+		err = deliver(p)
+		if ferr := c.l.bulkFree(slot); ferr != nil {
+			return c.fail(ferr)
+		}
+		return err
 	}
 }
 
@@ -369,9 +395,12 @@ func (c *Conn) advance(n uint64) {
 	}
 }
 
-// wait polls, then parks, until message rxSeq is published. Before parking it
-// returns every unreported credit: a sender waiting for credits must never
-// wait on a receiver that is itself idle.
+// wait polls, then parks, until message rxSeq is published. Before parking
+// on shared memory it returns every unreported credit, which costs a store.
+// Over tcp it would cost a write per message, and it is not needed for
+// progress: a message plus its pad takes under half the ring (EagerLimit is
+// at most a quarter) and unreported credit is below CreditThreshold (at most
+// half), so a sender always finds room once the receiver has caught up.
 func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
 	spin := c.l.spin(c.cfg.Spin)
 	for i := 0; spin < 0 || i < spin; i++ {
@@ -389,7 +418,7 @@ func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
 		c.doneStored = c.rxPos
 		c.rxDone.Store(c.rxPos)
 	}
-	if c.rxPos != c.rxReported {
+	if c.rxPos != c.rxReported && c.l.cheapCredits() {
 		c.rxReported = c.rxPos
 		if err := c.l.returnCredits(c.rxPos); err != nil {
 			return header{}, c.fail(err)

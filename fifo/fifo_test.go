@@ -399,3 +399,36 @@ func mustDefaults(c Config) Config {
 	}
 	return d
 }
+
+// TestRecvFuncHandsPayloadInPlace covers eager and rendezvous messages.
+func TestRecvFuncHandsPayloadInPlace(t *testing.T) {
+	for name, pair := range providers {
+		t.Run(name, func(t *testing.T) {
+			a, b := pair(t, Config{Cells: 64, MaxMessage: 1 << 16})
+			defer a.Close()
+			defer b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sizes := []int{0, 56, 57, 900, 5000, 60000, 3}
+			go func() {
+				for i, n := range sizes {
+					a.Send(ctx, pattern(i, n))
+				}
+			}()
+			for i, n := range sizes {
+				var got []byte
+				if err := b.RecvFunc(ctx, func(p []byte) error { got = append(got, p...); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, pattern(i, n)) {
+					t.Fatalf("message %d of %d bytes differs", i, n)
+				}
+			}
+			boom := errors.New("boom")
+			go a.Send(ctx, []byte("x"))
+			if err := b.RecvFunc(ctx, func([]byte) error { return boom }); err != boom {
+				t.Fatalf("fn's error: %v", err)
+			}
+		})
+	}
+}

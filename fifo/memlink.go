@@ -166,18 +166,24 @@ func (l *memLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 	return uint32(slot), nil
 }
 
-func (l *memLink) bulkGet(slot uint32, n uint32, dst []byte) ([]byte, error) {
+func (l *memLink) bulkView(slot uint32, n uint32) ([]byte, error) {
 	if int(slot) >= l.rxb.slots || int(n) > l.rxb.slotSize {
-		return dst, &CorruptError{Why: fmt.Sprintf("rendezvous slot %d of %d bytes does not exist", slot, n)}
+		return nil, &CorruptError{Why: fmt.Sprintf("rendezvous slot %d of %d bytes does not exist", slot, n)}
 	}
 	if atomic.LoadUint32(l.rxb.state(int(slot))) != 1 {
-		return dst, &CorruptError{Why: fmt.Sprintf("rendezvous slot %d is not filled", slot)}
+		return nil, &CorruptError{Why: fmt.Sprintf("rendezvous slot %d is not filled", slot)}
 	}
 	start := int(slot) * l.rxb.slotSize
-	dst = append(dst, l.rxb.data[start:start+int(n)]...)
-	atomic.StoreUint32(l.rxb.state(int(slot)), 0) // the finish: the sender may reuse the slot
-	return dst, nil
+	return l.rxb.data[start : start+int(n) : start+int(n)], nil
 }
+
+// bulkFree is the finish: the sender may reuse the slot.
+func (l *memLink) bulkFree(slot uint32) error {
+	atomic.StoreUint32(l.rxb.state(int(slot)), 0)
+	return nil
+}
+
+func (l *memLink) cheapCredits() bool { return true }
 
 var errPeerClosed = fmt.Errorf("%w by the peer", ErrClosed)
 

@@ -59,6 +59,7 @@ type tcpLink struct {
 	bmu      sync.Mutex
 	nextBulk uint32
 	assembly map[uint32][]byte // rendezvous payloads being received
+	pool     [][]byte          // buffers of finished ones, for reuse
 
 	closed     atomic.Bool
 	peerClosed atomic.Bool
@@ -358,7 +359,18 @@ func (l *tcpLink) readFrame() error {
 			return err
 		}
 		if !ok {
-			buf = make([]byte, 0, total)
+			l.bmu.Lock()
+			for i, p := range l.pool {
+				if cap(p) >= int(total) {
+					buf = p[:0:total]
+					l.pool = append(l.pool[:i], l.pool[i+1:]...)
+					break
+				}
+			}
+			l.bmu.Unlock()
+			if buf == nil {
+				buf = make([]byte, 0, total)
+			}
 		}
 		buf = append(buf, frame[bulkHeader:]...)
 		l.br.Discard(bulkHeader + int(n))
@@ -437,21 +449,32 @@ func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 	}
 }
 
-func (l *tcpLink) bulkGet(id uint32, n uint32, dst []byte) ([]byte, error) {
+func (l *tcpLink) bulkView(id uint32, n uint32) ([]byte, error) {
 	l.bmu.Lock()
+	defer l.bmu.Unlock()
 	b, ok := l.assembly[id]
 	if !ok || len(b) != int(n) {
-		l.bmu.Unlock()
-		return dst, &CorruptError{Why: fmt.Sprintf("rendezvous %d of %d bytes was not received", id, n)}
+		return nil, &CorruptError{Why: fmt.Sprintf("rendezvous %d of %d bytes was not received", id, n)}
 	}
-	delete(l.assembly, id)
+	return b, nil
+}
+
+// bulkFree drops the assembled payload, keeping its buffer for the next one,
+// and sends the finish.
+func (l *tcpLink) bulkFree(id uint32) error {
+	l.bmu.Lock()
+	if b, ok := l.assembly[id]; ok {
+		delete(l.assembly, id)
+		if len(l.pool) < l.cfg.BulkSlots {
+			l.pool = append(l.pool, b[:0])
+		}
+	}
 	l.bmu.Unlock()
 	l.appendFrame(func(f []byte) []byte { return binary.LittleEndian.AppendUint32(append(f, frameFinish), id) })
-	if err := l.flushTx(); err != nil {
-		return dst, err
-	}
-	return append(dst, b...), nil
+	return l.flushTx()
 }
+
+func (l *tcpLink) cheapCredits() bool { return false }
 
 func (l *tcpLink) checkPeer() error { return l.failed() }
 

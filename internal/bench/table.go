@@ -195,7 +195,8 @@ func Write(w io.Writer, rows []Row, format string) error {
 			fmt.Fprintf(w, "%s: %s\n", r.Transport, r.Err)
 		}
 	}
-	fmt.Fprintln(w, "\nlat: one-way latency (ping-pong / 2); rate: one-way messages per second; bw: one-way bandwidth.")
+	fmt.Fprintln(w, "\nlat: one-way latency (ping-pong / 2); rate: one-way messages per second; bw: one-way bandwidth")
+	fmt.Fprintln(w, "(fifo rows receive bulk in place with RecvFunc; the peers copy into the caller's buffer).")
 	fmt.Fprintln(w, "Ratios compare rows of this run only: lat56/floor against the cache-line floor, unix/lat56 is Unix")
 	fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), bw1M/memcpy against memcpy at 1 MiB.")
 	return nil
