@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"crypto/sha256"
+
 	"fmt"
+	"github.com/rrefkit/rref/generated/rref"
 	"math"
 	"math/rand"
 	"strconv"
@@ -322,5 +324,5 @@ func walk(sc *Scenario, opt Options, seed int64, seen map[stateKey]bool, buf *[]
 			return path, v
 		}
 	}
-	return path, &Violation{Invariant: "L1", Detail: fmt.Sprintf("schedule longer than %d steps: settle does not end", opt.MaxDepth)}
+	return path, &Violation{Invariant: rref.InvariantL1, Detail: fmt.Sprintf("schedule longer than %d steps: settle does not end", opt.MaxDepth)}
 }

@@ -1,9 +1,12 @@
 package conformance
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rrefkit/rref/generated/rref"
 )
 
 // TestCorpus explores every scenario exhaustively, bounded so the default test
@@ -128,5 +131,22 @@ func BenchmarkExhaustiveCorpus(b *testing.B) {
 			states += Explore(sc, Options{}).States
 		}
 		b.ReportMetric(float64(states), "states/op")
+	}
+}
+
+// TestMonitorsBindToSpecInvariants: every invariant a monitor reports is one
+// the RRef spec declares, and every declared invariant has a monitor.
+func TestMonitorsBindToSpecInvariants(t *testing.T) {
+	src, err := os.ReadFile("world.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inv := range rref.Invariants {
+		if !strings.Contains(string(src), "rref.Invariant"+inv.Name) {
+			t.Errorf("invariant %s (%s) has no monitor", inv.Name, inv.Text)
+		}
+	}
+	if strings.Contains(string(src), `w.fail("S`) || strings.Contains(string(src), `w.fail("L`) {
+		t.Error("a monitor names an invariant by a literal instead of the spec's constant")
 	}
 }

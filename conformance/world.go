@@ -322,7 +322,7 @@ func (w *World) exec() {
 		}
 		h, err := w.core(wid).Remote(w.ids[c.V], fn, valueBytes(c.Value), nil)
 		if err != nil {
-			w.fail("L1", c.Line, "remote failed: %v", err)
+			w.fail(rref.InvariantL1, c.Line, "remote failed: %v", err)
 			return
 		}
 		w.bind(k, h)
@@ -336,13 +336,13 @@ func (w *World) exec() {
 	case OpPass:
 		h := w.handles[k]
 		if _, err := w.core(wid).Call(w.ids[c.V], "__pass", []byte(c.Y), []core.HandleID{h.id}); err != nil {
-			w.fail("L1", c.Line, "pass failed: %v", err)
+			w.fail(rref.InvariantL1, c.Line, "pass failed: %v", err)
 		}
 	case OpReturn:
 		caller := w.ids[c.V]
 		id, err := w.core(caller).Call(wid, "__return", []byte(c.X), nil)
 		if err != nil {
-			w.fail("L1", c.Line, "return failed: %v", err)
+			w.fail(rref.InvariantL1, c.Line, "return failed: %v", err)
 			return
 		}
 		w.returns[[2]uint64{uint64(caller), id}] = c.Y
@@ -363,7 +363,7 @@ func (w *World) exec() {
 		if !h.released {
 			h.released = true
 			if err := w.core(wid).Release(h.id); err != nil {
-				w.fail("S5", c.Line, "release refused: %v", err)
+				w.fail(rref.InvariantS5, c.Line, "release refused: %v", err)
 			}
 		}
 	case OpTimeout:
@@ -505,7 +505,7 @@ func (w *World) drain(id WorkerID) {
 	for cr.HasReady() {
 		r := cr.TakeReady()
 		for _, err := range r.Errors {
-			w.fail("S5", 0, "worker %s: %v", w.name(id), err)
+			w.fail(rref.InvariantS5, 0, "worker %s: %v", w.name(id), err)
 		}
 		for _, m := range r.Messages {
 			w.observe(id, m)
@@ -566,7 +566,7 @@ func (w *World) run(id WorkerID, run core.Run) {
 			refs = []core.HandleID{h.id}
 		}
 		if err := cr.Return(run.From, run.CallID, nil, refs, rref.ErrorKindNone, ""); err != nil {
-			w.fail("L1", 0, "return of %s refused: %v", string(run.Args), err)
+			w.fail(rref.InvariantL1, 0, "return of %s refused: %v", string(run.Args), err)
 		}
 		w.returning = false
 	default:
@@ -588,30 +588,30 @@ func (w *World) fetched(id WorkerID, fr core.FetchResult) {
 	case rref.ErrorKindNone:
 		want, known := w.mon.values[h.rref]
 		if !known || string(fr.Value) != string(valueBytes(want)) {
-			w.fail("S4", 0, "%s returned %q, not the value", where, fr.Value)
+			w.fail(rref.InvariantS4, 0, "%s returned %q, not the value", where, fr.Value)
 		}
 	case rref.ErrorKindUser:
 		if !w.mon.failing[h.rref] {
-			w.fail("S4", 0, "%s failed with a user error, but the function succeeded", where)
+			w.fail(rref.InvariantS4, 0, "%s failed with a user error, but the function succeeded", where)
 		}
 	case rref.ErrorKindDeleted:
 		if f.liveAtIssue {
-			w.fail("S4", 0, "%s failed with deleted on a live handle", where)
+			w.fail(rref.InvariantS4, 0, "%s failed with deleted on a live handle", where)
 		}
 	case rref.ErrorKindLost:
 		if !w.mon.crashed {
-			w.fail("S4", 0, "%s failed with lost in a run without a crash", where)
+			w.fail(rref.InvariantS4, 0, "%s failed with lost in a run without a crash", where)
 		}
 	case rref.ErrorKindOwnerFailed:
 		if !w.dead[h.rref.Worker-1] && !w.ownerDead(h) {
-			w.fail("S4", 0, "%s failed with owner-failed, but the owner lives", where)
+			w.fail(rref.InvariantS4, 0, "%s failed with owner-failed, but the owner lives", where)
 		}
 	case rref.ErrorKindTimeout:
 		if !f.timedOut {
-			w.fail("S4", 0, "%s timed out, but no timeout was set", where)
+			w.fail(rref.InvariantS4, 0, "%s timed out, but no timeout was set", where)
 		}
 	default:
-		w.fail("S4", 0, "%s failed with %s", where, fr.Err)
+		w.fail(rref.InvariantS4, 0, "%s failed with %s", where, fr.Err)
 	}
 }
 
@@ -692,18 +692,18 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 		if w.childDead(child) || w.dead[w.ownerOf(m.RRef)-1] {
 			continue
 		}
-		w.fail("S2", 0, "%s sent the delete of fork %v while its child %v was not yet answered by the owner", w.name(from), m.Fork, child)
+		w.fail(rref.InvariantS2, 0, "%s sent the delete of fork %v while its child %v was not yet answered by the owner", w.name(from), m.Fork, child)
 	}
 	mon.deletes[m.Fork]++
 	if mon.deletes[m.Fork] > 1 {
-		w.fail("S3", 0, "%s sent a second delete for fork %v", w.name(from), m.Fork)
+		w.fail(rref.InvariantS3, 0, "%s sent a second delete for fork %v", w.name(from), m.Fork)
 	}
 	if mon.refused[m.Fork] {
-		w.fail("S3", 0, "%s sent a delete for fork %v, which the owner refused", w.name(from), m.Fork)
+		w.fail(rref.InvariantS3, 0, "%s sent a delete for fork %v, which the owner refused", w.name(from), m.Fork)
 	}
 	for k, h := range w.handles {
 		if k.w == from && h.fork == m.Fork && !h.released {
-			w.fail("S3", 0, "%s sent a delete for its handle %s, which it has not released", w.name(from), k.name)
+			w.fail(rref.InvariantS3, 0, "%s sent a delete for its handle %s, which it has not released", w.name(from), k.name)
 		}
 	}
 }
@@ -736,12 +736,12 @@ func (w *World) checkFreed(owner WorkerID, id RRefID) {
 		if h.rref != id || h.released || w.dead[k.w-1] || mon.exempt[h.fork] && h.fork != (ForkID{}) {
 			continue
 		}
-		w.fail("S1", 0, "%s freed %v while %s still holds %s", w.name(owner), id, w.name(k.w), k.name)
+		w.fail(rref.InvariantS1, 0, "%s freed %v while %s still holds %s", w.name(owner), id, w.name(k.w), k.name)
 		return
 	}
 	for f, t := range w.travel {
 		if t.rref == id && !w.dead[t.to-1] && !mon.exempt[f] {
-			w.fail("S1", 0, "%s freed %v while a handle to it travels to %s", w.name(owner), id, w.name(t.to))
+			w.fail(rref.InvariantS1, 0, "%s freed %v while a handle to it travels to %s", w.name(owner), id, w.name(t.to))
 			return
 		}
 	}
@@ -754,12 +754,12 @@ func (w *World) CheckEnd() {
 		return
 	}
 	if w.pc < len(w.sc.Cmds) || w.returning {
-		w.fail("L1", w.sc.Cmds[min(w.pc, len(w.sc.Cmds)-1)].Line, "%s: nothing is in flight", w.Blocked())
+		w.fail(rref.InvariantL1, w.sc.Cmds[min(w.pc, len(w.sc.Cmds)-1)].Line, "%s: nothing is in flight", w.Blocked())
 		return
 	}
 	for k, f := range w.fetches {
 		if !f.done && !w.dead[k.w-1] {
-			w.fail("L1", 0, "%s's fetch of %s never completed", w.name(k.w), k.name)
+			w.fail(rref.InvariantL1, 0, "%s's fetch of %s never completed", w.name(k.w), k.name)
 			return
 		}
 	}
@@ -779,7 +779,7 @@ func (w *World) CheckEnd() {
 			continue
 		}
 		if n := w.mon.deletes[h.fork]; n != 1 {
-			w.fail("S3", 0, "%s released %s but sent %d deletes", w.name(k.w), k.name, n)
+			w.fail(rref.InvariantS3, 0, "%s released %s but sent %d deletes", w.name(k.w), k.name, n)
 			return
 		}
 	}
@@ -791,12 +791,12 @@ func (w *World) CheckEnd() {
 			continue
 		}
 		if n := cr.Counters(); !n.Clean() {
-			w.fail("L2", 0, "every handle is released and the network settled, yet %s holds owners=%d forks=%d pending_users=%d pending_children=%d\n%s",
+			w.fail(rref.InvariantL2, 0, "every handle is released and the network settled, yet %s holds owners=%d forks=%d pending_users=%d pending_children=%d\n%s",
 				w.sc.Workers[i], n.Owners, n.Forks, n.PendingUsers, n.PendingChildren, cr.Dump())
 			return
 		}
 		if hot := cr.Hot(); len(hot) > 0 {
-			w.fail("L2", 0, "%s rests in hot states: %s", w.sc.Workers[i], strings.Join(hot, ", "))
+			w.fail(rref.InvariantL2, 0, "%s rests in hot states: %s", w.sc.Workers[i], strings.Join(hot, ", "))
 			return
 		}
 	}
