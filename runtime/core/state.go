@@ -147,6 +147,7 @@ type HandleState struct {
 	RRef      RRefID
 	Fork      ForkID
 	IsOwner   bool // the value lives on this worker
+	Owner     WorkerID
 	Confirmed bool // a UserRRef the owner has confirmed (always true on the owner)
 	Lost      ErrorKind
 }
@@ -160,9 +161,10 @@ func (c *Core) Handle(h HandleID) HandleState {
 	s := HandleState{Exists: true, RRef: hr.rref, Fork: hr.fork, Lost: hr.lost}
 	switch hr.kind {
 	case handleOwner, handleSelfFork:
-		s.IsOwner, s.Confirmed = true, true
+		s.IsOwner, s.Confirmed, s.Owner = true, true, c.self
 	case handleUser:
 		if u := c.users[hr.fork]; u != nil {
+			s.Owner = u.owner
 			s.Confirmed = u.state == rref.UserConfirmed
 			switch u.state {
 			case rref.UserLost:

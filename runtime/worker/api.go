@@ -1,0 +1,352 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+// RRef is a reference to a value of type T that lives on its owner.
+// Release it when done; an RRef dropped without Release is released by a
+// cleanup once the garbage collector finds it unreachable.
+type RRef[T any] struct {
+	w      *Worker
+	h      core.HandleID
+	owner  core.WorkerID
+	once   sync.Once
+	relErr error
+	state  *releaseState
+}
+
+// releaseState is shared with the cleanup, which must not reach the RRef.
+type releaseState struct {
+	mu       sync.Mutex
+	released bool
+}
+
+// rrefArg lets the runtime find RRefs among arguments and results.
+type rrefArg interface {
+	handle() (*Worker, core.HandleID)
+	newBound(*Worker, core.HandleID) any
+}
+
+func (r *RRef[T]) handle() (*Worker, core.HandleID) { return r.w, r.h }
+
+func bindRRef[T any](w *Worker, h core.HandleID) *RRef[T] {
+	w.mu.Lock()
+	st := w.c.Handle(h)
+	w.mu.Unlock()
+	r := &RRef[T]{w: w, h: h, owner: st.Owner, state: &releaseState{}}
+	state := r.state
+	runtime.AddCleanup(r, func(h core.HandleID) {
+		state.mu.Lock()
+		done := state.released
+		state.released = true
+		state.mu.Unlock()
+		if !done && !w.closed.Load() {
+			w.apply(func(c *core.Core) { c.Release(h) })
+		}
+	}, h)
+	return r
+}
+
+// Owner names the worker that holds the value.
+func (r *RRef[T]) Owner() string { return r.w.nameOf(r.owner) }
+
+// IsOwner reports whether the value lives on this worker.
+func (r *RRef[T]) IsOwner() bool { return r.owner == r.w.id }
+
+// Confirmed reports whether the owner has confirmed this reference (always
+// true on the owner).
+func (r *RRef[T]) Confirmed() bool {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	return r.w.c.Handle(r.h).Confirmed
+}
+
+// Release drops this reference. It is idempotent; the value is freed on its
+// owner once the last reference anywhere is released.
+func (r *RRef[T]) Release() error {
+	r.state.mu.Lock()
+	done := r.state.released
+	r.state.released = true
+	r.state.mu.Unlock()
+	if done || r.w.closed.Load() {
+		return nil
+	}
+	r.w.apply(func(c *core.Core) { c.Release(r.h) })
+	return nil
+}
+
+func fetchError(fr core.FetchResult, fn string) error {
+	switch fr.Err {
+	case rref.ErrorKindNone:
+		return nil
+	case rref.ErrorKindUser:
+		return &UserError{Function: fn, Message: fr.Message}
+	case rref.ErrorKindTimeout:
+		return ErrTimeout
+	case rref.ErrorKindDeleted:
+		return ErrDeleted
+	case rref.ErrorKindOwnerFailed:
+		return ErrOwnerFailed
+	case rref.ErrorKindLost:
+		return ErrLost
+	}
+	return fmt.Errorf("worker: fetch failed: %s %s", fr.Err, fr.Message)
+}
+
+// ToHere fetches a copy of the value from its owner (to_here). It waits for
+// a value still being created; it fails at once when the owner died, the
+// reference was released, lost, or its Remote timed out.
+func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
+	var zero T
+	ch := make(chan core.FetchResult, 1)
+	r.state.mu.Lock()
+	released := r.state.released
+	r.state.mu.Unlock()
+	h := r.h
+	if released {
+		h = 0 // the core answers deleted
+	}
+	r.w.apply(func(c *core.Core) {
+		id := c.Fetch(h)
+		r.w.fetches[id] = ch
+	})
+	ctx, cancel := r.w.callContext(ctx)
+	defer cancel()
+	select {
+	case fr := <-ch:
+		if err := fetchError(fr, "remote"); err != nil {
+			return zero, err
+		}
+		var v T
+		if err := r.w.cfg.Codec.Unmarshal(fr.Value, &v); err != nil {
+			return zero, err
+		}
+		return v, nil
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// LocalValue returns the value on its owner without any message; elsewhere
+// it fails (use ToHere).
+func (r *RRef[T]) LocalValue(ctx context.Context) (T, error) {
+	var zero T
+	if !r.IsOwner() {
+		return zero, fmt.Errorf("worker: LocalValue on %s, which does not own the value (owner %s)", r.w.name, r.Owner())
+	}
+	return r.ToHere(ctx) // answered locally by the core, no message leaves
+}
+
+func (w *Worker) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, w.cfg.CallTimeout)
+}
+
+// encodeArg encodes a value, or finds the RRef it is.
+func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
+	if ra, ok := any(a).(rrefArg); ok && !reflect.ValueOf(a).IsNil() {
+		ow, h := ra.handle()
+		if ow != w {
+			return nil, nil, fmt.Errorf("worker: an RRef of worker %s passed through worker %s", ow.name, w.name)
+		}
+		return nil, []core.HandleID{h}, nil
+	}
+	b, err := w.cfg.Codec.Marshal(a)
+	return b, nil, err
+}
+
+// decodeArg decodes a value, or binds the RRef it carries.
+func decodeArg[A any](w *Worker, b []byte, hs []core.HandleID) (A, error) {
+	var a A
+	if _, ok := any(a).(rrefArg); ok {
+		if len(hs) != 1 {
+			return a, fmt.Errorf("worker: expected one RRef, got %d", len(hs))
+		}
+		// A is *RRef[X]: its nil value still knows how to make a bound one.
+		return any(a).(interface {
+			newBound(*Worker, core.HandleID) any
+		}).newBound(w, hs[0]).(A), nil
+	}
+	err := w.cfg.Codec.Unmarshal(b, &a)
+	return a, err
+}
+
+// newBound makes an RRef[T] for handle h; it is called on a nil *RRef[T].
+func (*RRef[T]) newBound(w *Worker, h core.HandleID) any { return bindRRef[T](w, h) }
+
+// Register makes fn callable by name from every worker of the group. An RRef
+// argument (A = *RRef[X]) arrives confirmed by its owner and is released
+// when fn returns; an RRef result (R = *RRef[X]) is handed to the caller.
+func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg A) (R, error)) {
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	w.funcs[name] = func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) ([]byte, []core.HandleID, error) {
+		a, err := decodeArg[A](w, args, refs)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := fn(ctx, a)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, outRefs, err := encodeArg(w, r)
+		if len(outRefs) > 0 {
+			// Ownership passes to the caller: the local handle is dropped by
+			// the runtime, so the RRef value returned must not be released.
+			if ra, ok := any(r).(interface{ markReleased() }); ok {
+				ra.markReleased()
+			}
+		}
+		return out, outRefs, err
+	}
+}
+
+func (r *RRef[T]) markReleased() {
+	r.state.mu.Lock()
+	r.state.released = true
+	r.state.mu.Unlock()
+}
+
+func (w *Worker) call(ctx context.Context, to string, fn string, args []byte, refs []core.HandleID) (core.CallResult, error) {
+	id, err := w.idOf(to)
+	if err != nil {
+		return core.CallResult{}, err
+	}
+	ch := make(chan core.CallResult, 1)
+	var callID uint64
+	w.apply(func(c *core.Core) {
+		callID, err = c.Call(id, fn, args, refs)
+		if err == nil {
+			w.calls[callID] = ch
+		}
+	})
+	if err != nil {
+		return core.CallResult{}, fmt.Errorf("%w: %v", ErrPeerFailed, err)
+	}
+	ctx, cancel := w.callContext(ctx)
+	defer cancel()
+	select {
+	case res := <-ch:
+		return res, nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		_, pending := w.calls[callID]
+		delete(w.calls, callID)
+		w.mu.Unlock()
+		if !pending {
+			res := <-ch // answered meanwhile: drop what it returned
+			w.releaseAll(res.Handles)
+		}
+		return core.CallResult{}, ctx.Err()
+	}
+}
+
+func callError(res core.CallResult, fn string) error {
+	switch res.Err {
+	case rref.ErrorKindNone:
+		return nil
+	case rref.ErrorKindUnknownFunction:
+		return fmt.Errorf("%w: %s", ErrUnknownFunction, res.Message)
+	case rref.ErrorKindOwnerFailed:
+		return fmt.Errorf("%w: %s", ErrPeerFailed, res.Message)
+	}
+	return &UserError{Function: fn, Message: res.Message}
+}
+
+// Call runs function fn on worker to with arg and waits for its result
+// (rpc_sync). An RRef argument is forked to the callee; an RRef result
+// arrives usable at once.
+func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, error) {
+	var zero R
+	args, refs, err := encodeArg(w, arg)
+	if err != nil {
+		return zero, err
+	}
+	res, err := w.call(ctx, to, fn, args, refs)
+	if err != nil {
+		return zero, err
+	}
+	if err := callError(res, fn); err != nil {
+		w.releaseAll(res.Handles)
+		return zero, err
+	}
+	return decodeArg[R](w, res.Result, res.Handles)
+}
+
+// Future is the result of an asynchronous call.
+type Future[R any] struct {
+	done chan struct{}
+	v    R
+	err  error
+}
+
+// Wait waits for the result.
+func (f *Future[R]) Wait(ctx context.Context) (R, error) {
+	select {
+	case <-f.done:
+		return f.v, f.err
+	case <-ctx.Done():
+		var zero R
+		return zero, ctx.Err()
+	}
+}
+
+// Go calls fn on worker to without waiting (rpc_async).
+func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[R] {
+	f := &Future[R]{done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.v, f.err = Call[R](ctx, w, to, fn, arg)
+	}()
+	return f
+}
+
+// Remote asks worker to to create a value from fn(arg) and returns a
+// reference to it at once, before the value exists (remote()).
+func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RRef[R], error) {
+	id, err := w.idOf(to)
+	if err != nil {
+		return nil, err
+	}
+	args, refs, err := encodeArg(w, arg)
+	if err != nil {
+		return nil, err
+	}
+	var h core.HandleID
+	w.apply(func(c *core.Core) { h, err = c.Remote(id, fn, args, refs) })
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPeerFailed, err)
+	}
+	r := bindRRef[R](w, h)
+	r.owner = id
+	if t := w.cfg.RemoteTimeout; t > 0 && id != w.id {
+		time.AfterFunc(t, func() {
+			if !r.Confirmed() && !w.closed.Load() {
+				w.apply(func(c *core.Core) { c.Timeout(h) })
+			}
+		})
+	}
+	return r, nil
+}
+
+// NewRRef creates a value owned by this worker (RRef(v)).
+func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
+	b, err := w.cfg.Codec.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var h core.HandleID
+	w.apply(func(c *core.Core) { h = c.NewLocal(b) })
+	return bindRRef[T](w, h), nil
+}

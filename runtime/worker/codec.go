@@ -1,0 +1,155 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Codec turns values into bytes and back. The default, Fast, encodes []byte,
+// string, bool, integers and floats directly and falls back to gob for
+// everything else; JSON is available for interoperable payloads.
+type Codec interface {
+	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes data into the value v points to.
+	Unmarshal(data []byte, v any) error
+}
+
+// ErrCodec is matched by every encoding and decoding error.
+var ErrCodec = errors.New("worker: codec")
+
+type fastCodec struct{}
+
+// Fast is the default codec.
+var Fast Codec = fastCodec{}
+
+// JSON encodes with encoding/json.
+var JSON Codec = jsonCodec{}
+
+// Gob encodes with encoding/gob.
+var Gob Codec = gobCodec{}
+
+func (fastCodec) Marshal(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case []byte:
+		return x, nil
+	case string:
+		return []byte(x), nil
+	case bool:
+		if x {
+			return []byte{1}, nil
+		}
+		return []byte{0}, nil
+	case int:
+		return binary.AppendVarint(nil, int64(x)), nil
+	case int64:
+		return binary.AppendVarint(nil, x), nil
+	case int32:
+		return binary.AppendVarint(nil, int64(x)), nil
+	case uint64:
+		return binary.AppendUvarint(nil, x), nil
+	case uint32:
+		return binary.AppendUvarint(nil, uint64(x)), nil
+	case float64:
+		return binary.LittleEndian.AppendUint64(nil, math.Float64bits(x)), nil
+	case float32:
+		return binary.LittleEndian.AppendUint32(nil, math.Float32bits(x)), nil
+	}
+	return Gob.Marshal(v)
+}
+
+func (fastCodec) Unmarshal(data []byte, v any) error {
+	bad := func(what string) error { return fmt.Errorf("%w: %d bytes are not a valid %s", ErrCodec, len(data), what) }
+	switch p := v.(type) {
+	case *[]byte:
+		*p = append([]byte(nil), data...)
+	case *string:
+		*p = string(data)
+	case *bool:
+		if len(data) != 1 || data[0] > 1 {
+			return bad("bool")
+		}
+		*p = data[0] == 1
+	case *int:
+		x, n := binary.Varint(data)
+		if n != len(data) || n <= 0 || int64(int(x)) != x {
+			return bad("int")
+		}
+		*p = int(x)
+	case *int64:
+		x, n := binary.Varint(data)
+		if n != len(data) || n <= 0 {
+			return bad("int64")
+		}
+		*p = x
+	case *int32:
+		x, n := binary.Varint(data)
+		if n != len(data) || n <= 0 || x != int64(int32(x)) {
+			return bad("int32")
+		}
+		*p = int32(x)
+	case *uint64:
+		x, n := binary.Uvarint(data)
+		if n != len(data) || n <= 0 {
+			return bad("uint64")
+		}
+		*p = x
+	case *uint32:
+		x, n := binary.Uvarint(data)
+		if n != len(data) || n <= 0 || x > math.MaxUint32 {
+			return bad("uint32")
+		}
+		*p = uint32(x)
+	case *float64:
+		if len(data) != 8 {
+			return bad("float64")
+		}
+		*p = math.Float64frombits(binary.LittleEndian.Uint64(data))
+	case *float32:
+		if len(data) != 4 {
+			return bad("float32")
+		}
+		*p = math.Float32frombits(binary.LittleEndian.Uint32(data))
+	default:
+		return Gob.Unmarshal(data, v)
+	}
+	return nil
+}
+
+type gobCodec struct{}
+
+func (gobCodec) Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	if err := gob.NewEncoder(&b).Encode(v); err != nil {
+		return nil, fmt.Errorf("%w: gob: %v", ErrCodec, err)
+	}
+	return b.Bytes(), nil
+}
+
+func (gobCodec) Unmarshal(data []byte, v any) error {
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(v); err != nil {
+		return fmt.Errorf("%w: gob: %v", ErrCodec, err)
+	}
+	return nil
+}
+
+type jsonCodec struct{}
+
+func (jsonCodec) Marshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: json: %v", ErrCodec, err)
+	}
+	return b, nil
+}
+
+func (jsonCodec) Unmarshal(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: json: %v", ErrCodec, err)
+	}
+	return nil
+}

@@ -1,0 +1,434 @@
+// Package worker is rrefkit's public API: workers that call each other,
+// create values on one another (Remote), and share typed references to them
+// (RRef) with distributed reference counting. A Worker wraps the pure
+// protocol core (runtime/core) with goroutines, timers and the FIFO
+// transport (fifo): in one process (NewGroup, provider mem), between
+// processes on one host (shm) and between hosts (tcp).
+//
+// The core is touched only under the worker's lock; its outputs (messages,
+// functions to run, results) are acted on after the lock is released, so no
+// callback ever runs with it held.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rrefkit/rref/fifo"
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+// Errors, matched with errors.Is.
+var (
+	ErrUnknownWorker   = errors.New("worker: unknown worker")
+	ErrUnknownFunction = errors.New("worker: unknown function")
+	ErrPeerFailed      = errors.New("worker: peer failed")
+	ErrOwnerFailed     = errors.New("worker: owner failed")
+	ErrTimeout         = errors.New("worker: remote timed out")
+	ErrDeleted         = errors.New("worker: RRef already released")
+	ErrLost            = errors.New("worker: RRef lost (its value was freed or never created)")
+	ErrClosed          = errors.New("worker: closed")
+	ErrLeak            = errors.New("worker: references still held at shutdown")
+)
+
+// UserError is a registered function's error, carried back to the caller (or
+// stored on the OwnerRRef of a Remote and returned by every ToHere).
+type UserError struct {
+	Function string
+	Message  string
+}
+
+func (e *UserError) Error() string {
+	return fmt.Sprintf("worker: function %s failed: %s", e.Function, e.Message)
+}
+
+// Config configures a worker.
+type Config struct {
+	// Codec encodes arguments, results and values (default Fast).
+	Codec Codec
+	// CallTimeout bounds a call whose context has no deadline (default 30 s).
+	CallTimeout time.Duration
+	// RemoteTimeout, when set, records a Remote as timed out if the owner has
+	// not confirmed it by then: its ToHere fails with ErrTimeout.
+	RemoteTimeout time.Duration
+	// FIFO configures the transport.
+	FIFO fifo.Config
+	// Logger receives protocol errors and peer failures (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Codec == nil {
+		c.Codec = Fast
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// handler runs a registered function on encoded arguments.
+type handler func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) (result []byte, resultRefs []core.HandleID, err error)
+
+type callResult struct {
+	res core.CallResult
+}
+
+// Worker is one member of a group.
+type Worker struct {
+	cfg   Config
+	name  string
+	id    core.WorkerID
+	names []string // index id-1
+
+	mu      sync.Mutex // guards c and the maps below
+	c       *core.Core
+	calls   map[uint64]chan core.CallResult
+	fetches map[uint64]chan core.FetchResult
+	dead    map[core.WorkerID]bool
+
+	fmu   sync.RWMutex
+	funcs map[string]handler
+
+	peers    []*fifo.Conn // index id-1; nil for this worker
+	outboxes []*outbox
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+
+	stats struct {
+		sent, received, bytesOut, bytesIn atomic.Uint64
+	}
+}
+
+func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
+		calls: map[uint64]chan core.CallResult{}, fetches: map[uint64]chan core.FetchResult{},
+		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
+		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
+}
+
+// Name is this worker's name.
+func (w *Worker) Name() string { return w.name }
+
+func (w *Worker) idOf(name string) (core.WorkerID, error) {
+	for i, n := range w.names {
+		if n == name {
+			return core.WorkerID(i + 1), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q", ErrUnknownWorker, name)
+}
+
+func (w *Worker) nameOf(id core.WorkerID) string {
+	if id >= 1 && int(id) <= len(w.names) {
+		return w.names[id-1]
+	}
+	return fmt.Sprintf("worker#%d", id)
+}
+
+// apply runs f on the core under the lock, then acts on what it produced.
+func (w *Worker) apply(f func(c *core.Core)) {
+	w.mu.Lock()
+	f(w.c)
+	r := w.c.TakeReady()
+	w.mu.Unlock()
+	w.effects(r)
+}
+
+// effects acts on a core's outputs, outside the lock.
+func (w *Worker) effects(r core.Ready) {
+	for _, err := range r.Errors {
+		w.cfg.Logger.Warn("rref protocol error", "worker", w.name, "err", err)
+	}
+	for _, fr := range r.Fetches {
+		w.mu.Lock()
+		ch := w.fetches[fr.FetchID]
+		delete(w.fetches, fr.FetchID)
+		w.mu.Unlock()
+		if ch != nil {
+			ch <- fr
+		}
+	}
+	for _, cr := range r.Calls {
+		w.mu.Lock()
+		ch := w.calls[cr.CallID]
+		delete(w.calls, cr.CallID)
+		w.mu.Unlock()
+		if ch != nil {
+			ch <- cr
+		} else {
+			// The caller gave up: release what the call returned.
+			w.releaseAll(cr.Handles)
+		}
+	}
+	for _, run := range r.Runs {
+		w.wg.Add(1)
+		go w.run(run)
+	}
+	var self []core.Envelope
+	for _, m := range r.Messages {
+		if m.To == w.id {
+			self = append(self, m)
+			continue
+		}
+		w.send(m)
+	}
+	for _, m := range self {
+		w.apply(func(c *core.Core) { c.Deliver(w.id, m.Msg) })
+	}
+}
+
+// outbox queues frames for one peer. A receive loop never blocks on a send:
+// two workers whose rings are both full would otherwise wait on each other.
+type outbox struct {
+	mu     sync.Mutex
+	frames [][]byte
+	ready  chan struct{}
+}
+
+func (w *Worker) send(m core.Envelope) {
+	ob := w.outboxes[m.To-1]
+	if ob == nil {
+		return
+	}
+	frame := rref.AppendFrame(nil, m.Msg)
+	ob.mu.Lock()
+	ob.frames = append(ob.frames, frame)
+	ob.mu.Unlock()
+	select {
+	case ob.ready <- struct{}{}:
+	default:
+	}
+}
+
+// drain sends a peer's queued frames in order.
+func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
+	defer w.wg.Done()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-ob.ready:
+		}
+		ob.mu.Lock()
+		frames := ob.frames
+		ob.frames = nil
+		ob.mu.Unlock()
+		for _, f := range frames {
+			if err := conn.Send(w.ctx, f); err != nil {
+				if !w.closed.Load() {
+					w.peerFailed(to, err)
+				}
+				return
+			}
+			w.stats.sent.Add(1)
+			w.stats.bytesOut.Add(uint64(len(f)))
+		}
+	}
+}
+
+// attach starts the goroutines serving the connection to peer id.
+func (w *Worker) attach(id core.WorkerID, conn *fifo.Conn) {
+	ob := &outbox{ready: make(chan struct{}, 1)}
+	w.peers[id-1] = conn
+	w.outboxes[id-1] = ob
+	w.wg.Add(2)
+	go w.receive(id, conn)
+	go w.drain(id, conn, ob)
+}
+
+// receive applies every frame a peer sends until the connection ends.
+func (w *Worker) receive(from core.WorkerID, conn *fifo.Conn) {
+	defer w.wg.Done()
+	for {
+		frame, err := conn.Recv(w.ctx, nil)
+		if err != nil {
+			if !w.closed.Load() {
+				w.peerFailed(from, err)
+			}
+			return
+		}
+		w.stats.received.Add(1)
+		w.stats.bytesIn.Add(uint64(len(frame)))
+		w.apply(func(c *core.Core) { c.DeliverFrame(from, frame, nil) })
+	}
+}
+
+// peerFailed tells the core a peer died: its references are reclaimed, and
+// calls and fetches that depend on it fail.
+func (w *Worker) peerFailed(id core.WorkerID, cause error) {
+	w.mu.Lock()
+	already := w.dead[id]
+	w.dead[id] = true
+	w.mu.Unlock()
+	if already || w.closed.Load() {
+		return
+	}
+	w.cfg.Logger.Warn("peer failed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
+	if conn := w.peers[id-1]; conn != nil {
+		conn.Close()
+	}
+	w.apply(func(c *core.Core) { c.PeerFailed(id) })
+}
+
+func (w *Worker) releaseAll(hs []core.HandleID) {
+	if len(hs) == 0 {
+		return
+	}
+	w.apply(func(c *core.Core) {
+		for _, h := range hs {
+			c.Release(h)
+		}
+	})
+}
+
+// run executes a user function the core asked for, then answers it. RRefs
+// received as arguments belong to the call: they are released when the
+// function returns (pass them on, or return them, to keep them alive).
+func (w *Worker) run(run core.Run) {
+	defer w.wg.Done()
+	w.fmu.RLock()
+	h := w.funcs[run.Fn]
+	w.fmu.RUnlock()
+	var result []byte
+	var refs []core.HandleID
+	var err error
+	if h == nil {
+		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, run.Fn, w.name)
+	} else {
+		ctx, cancel := context.WithTimeout(w.ctx, w.cfg.CallTimeout)
+		result, refs, err = safeCall(ctx, w, h, run)
+		cancel()
+	}
+	kind, msg := rref.ErrorKindNone, ""
+	if err != nil {
+		kind, msg = rref.ErrorKindUser, err.Error()
+		if errors.Is(err, ErrUnknownFunction) {
+			kind = rref.ErrorKindUnknownFunction
+		}
+	}
+	w.apply(func(c *core.Core) {
+		switch run.Kind {
+		case core.RunRemote:
+			c.CompleteRemote(run.RRef, result, err != nil, msg)
+		case core.RunCall:
+			if rerr := c.Return(run.From, run.CallID, result, refs, kind, msg); rerr != nil {
+				c.Return(run.From, run.CallID, nil, nil, rref.ErrorKindUser, rerr.Error())
+			}
+		}
+		// The call's arguments and the handles it returned (now forked to
+		// the caller) are this worker's to drop.
+		for _, x := range run.Handles {
+			c.Release(x)
+		}
+		for _, x := range refs {
+			c.Release(x)
+		}
+	})
+}
+
+// safeCall turns a panicking user function into an error.
+func safeCall(ctx context.Context, w *Worker, h handler, run core.Run) (res []byte, refs []core.HandleID, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return h(ctx, w, run.Args, run.Handles)
+}
+
+// DebugInfo are the core's debug counters and the transport's traffic.
+type DebugInfo struct {
+	core.Counters
+	MessagesSent, MessagesReceived uint64
+	BytesSent, BytesReceived       uint64
+	PendingCalls, PendingFetches   int
+}
+
+// DebugInfo returns the worker's counters.
+func (w *Worker) DebugInfo() DebugInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return DebugInfo{Counters: w.c.Counters(), MessagesSent: w.stats.sent.Load(), MessagesReceived: w.stats.received.Load(),
+		BytesSent: w.stats.bytesOut.Load(), BytesReceived: w.stats.bytesIn.Load(),
+		PendingCalls: len(w.calls), PendingFetches: len(w.fetches)}
+}
+
+// LeakError lists what was still held when a graceful shutdown gave up.
+type LeakError struct {
+	Worker string
+	State  string // one record a line: owners with their forks, users, pins
+}
+
+func (e *LeakError) Error() string {
+	return fmt.Sprintf("worker %s: references still held at shutdown:\n%s", e.Worker, e.State)
+}
+func (e *LeakError) Is(target error) bool { return target == ErrLeak }
+
+// Shutdown waits until this worker holds no reference (no owner, fork,
+// pending user or child) and no call or fetch is pending, then closes it.
+// If ctx ends first, it closes anyway and returns a *LeakError that lists
+// every RRef and fork still held.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		w.mu.Lock()
+		n := w.c.Counters()
+		idle := n.Clean() && len(w.calls) == 0 && len(w.fetches) == 0
+		dump := ""
+		if !idle && ctx.Err() != nil {
+			dump = w.c.Dump()
+		}
+		w.mu.Unlock()
+		if idle {
+			return w.Close()
+		}
+		if ctx.Err() != nil {
+			w.Close()
+			return &LeakError{Worker: w.name, State: dump}
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+}
+
+// Close closes the worker at once: its connections close, pending calls and
+// fetches on it fail, and its peers see it as failed.
+func (w *Worker) Close() error {
+	if w.closed.Swap(true) {
+		return nil
+	}
+	w.cancel()
+	for _, c := range w.peers {
+		if c != nil {
+			c.Close()
+		}
+	}
+	w.wg.Wait()
+	w.mu.Lock()
+	calls, fetches := w.calls, w.fetches
+	w.calls, w.fetches = map[uint64]chan core.CallResult{}, map[uint64]chan core.FetchResult{}
+	w.mu.Unlock()
+	for id, ch := range calls {
+		ch <- core.CallResult{CallID: id, Err: rref.ErrorKindOwnerFailed, Message: "worker closed"}
+	}
+	for id, ch := range fetches {
+		ch <- core.FetchResult{FetchID: id, Err: rref.ErrorKindOwnerFailed}
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func group(t *testing.T, names ...string) []*Worker {
+	t.Helper()
+	ws, err := NewGroup(names, Config{Logger: quiet, CallTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		Register(w, "fail", func(ctx context.Context, x int) (int, error) { return 0, errors.New("no luck") })
+		Register(w, "fetch", func(ctx context.Context, r *RRef[int]) (int, error) { return r.ToHere(ctx) })
+		Register(w, "keep", func(ctx context.Context, r *RRef[int]) (*RRef[int], error) { return r, nil })
+		Register(w, "make", func(ctx context.Context, v int) (*RRef[int], error) { return NewRRef(w, v) })
+	}
+	return ws
+}
+
+// shutdown closes every worker gracefully and fails the test on a leak.
+func shutdown(t *testing.T, ws []*Worker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errs := make(chan error, len(ws))
+	for _, w := range ws {
+		go func(w *Worker) { errs <- w.Shutdown(ctx) }(w)
+	}
+	for range ws {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestCallAndErrors(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	if v, err := Call[int](ctx, ws[0], "B", "add", [2]int{2, 3}); err != nil || v != 5 {
+		t.Fatalf("add: %v %v", v, err)
+	}
+	var ue *UserError
+	if _, err := Call[int](ctx, ws[0], "B", "fail", 1); !errors.As(err, &ue) || ue.Message != "no luck" {
+		t.Fatalf("fail: %v", err)
+	}
+	if _, err := Call[int](ctx, ws[0], "B", "nope", 1); !errors.Is(err, ErrUnknownFunction) {
+		t.Fatalf("unknown function: %v", err)
+	}
+	if _, err := Call[int](ctx, ws[0], "Z", "add", [2]int{}); !errors.Is(err, ErrUnknownWorker) {
+		t.Fatalf("unknown worker: %v", err)
+	}
+	f := Go[int](ctx, ws[0], "B", "add", [2]int{20, 22})
+	if v, err := f.Wait(ctx); err != nil || v != 42 {
+		t.Fatalf("Go: %v %v", v, err)
+	}
+}
+
+// Seed flow 1: remote then to_here.
+func TestSeedFlow1RemoteToHere(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	r, err := Remote[int](ctx, ws[0], "B", "add", [2]int{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Owner() != "B" || r.IsOwner() {
+		t.Fatalf("owner %s", r.Owner())
+	}
+	if v, err := r.ToHere(ctx); err != nil || v != 3 {
+		t.Fatalf("ToHere: %v %v", v, err)
+	}
+	r.Release()
+	r.Release() // idempotent
+	if _, err := r.ToHere(ctx); !errors.Is(err, ErrDeleted) {
+		t.Fatalf("ToHere after Release: %v", err)
+	}
+}
+
+// Seed flow 2: a user passes the RRef to its owner as an argument.
+func TestSeedFlow2UserToOwner(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	r, _ := Remote[int](ctx, ws[0], "B", "add", [2]int{4, 5})
+	if v, err := Call[int](ctx, ws[0], "B", "fetch", r); err != nil || v != 9 {
+		t.Fatalf("fetch on the owner: %v %v", v, err)
+	}
+	r.Release()
+}
+
+// Seed flow 3: the owner passes its RRef to a user.
+func TestSeedFlow3OwnerToUser(t *testing.T) {
+	ws := group(t, "B", "C")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	r, _ := NewRRef(ws[0], 77)
+	if !r.IsOwner() || !r.Confirmed() {
+		t.Fatal("a local RRef is owned and confirmed")
+	}
+	if v, err := r.LocalValue(ctx); err != nil || v != 77 {
+		t.Fatalf("LocalValue: %v %v", v, err)
+	}
+	if v, err := Call[int](ctx, ws[0], "C", "fetch", r); err != nil || v != 77 {
+		t.Fatalf("fetch on a user: %v %v", v, err)
+	}
+	r.Release()
+}
+
+// Seed flow 4: a user passes the RRef to another user.
+func TestSeedFlow4UserToUser(t *testing.T) {
+	ws := group(t, "A", "B", "C")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	r, _ := Remote[int](ctx, ws[0], "B", "add", [2]int{10, 1})
+	if v, err := Call[int](ctx, ws[0], "C", "fetch", r); err != nil || v != 11 {
+		t.Fatalf("fetch on another user: %v %v", v, err)
+	}
+	r.Release()
+}
+
+// An RRef returned by a call is usable at once; a remote function's error is
+// stored on the OwnerRRef and raised by ToHere.
+func TestReturnedRRefAndStoredError(t *testing.T) {
+	ws := group(t, "A", "B", "C")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	r, err := Call[*RRef[int]](ctx, ws[0], "B", "make", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Owner() != "B" {
+		t.Fatalf("returned RRef owned by %s", r.Owner())
+	}
+	if v, err := r.ToHere(ctx); err != nil || v != 5 {
+		t.Fatalf("ToHere of a returned RRef: %v %v", v, err)
+	}
+	back, err := Call[*RRef[int]](ctx, ws[0], "C", "keep", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := back.ToHere(ctx); err != nil || v != 5 {
+		t.Fatalf("round-tripped RRef: %v %v", v, err)
+	}
+	r.Release()
+	back.Release()
+	bad, _ := Remote[int](ctx, ws[0], "B", "fail", 1)
+	var ue *UserError
+	if _, err := bad.ToHere(ctx); !errors.As(err, &ue) {
+		t.Fatalf("stored error: %v", err)
+	}
+	bad.Release()
+}
+
+func TestSelfRemote(t *testing.T) {
+	ws := group(t, "A")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	r, _ := Remote[int](ctx, ws[0], "A", "add", [2]int{1, 1})
+	if v, err := r.ToHere(ctx); err != nil || v != 2 || !r.IsOwner() {
+		t.Fatalf("self remote: %v %v", v, err)
+	}
+	if n := ws[0].DebugInfo(); n.Owners != 1 || n.Forks != 1 {
+		t.Fatalf("counters %+v", n.Counters)
+	}
+	r.Release()
+}
+
+// A dead owner makes ToHere fail fast; a dead worker's calls fail at once.
+func TestOwnerFailure(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws[:1])
+	ctx := ctxT(t)
+	r, _ := Remote[int](ctx, ws[0], "B", "add", [2]int{1, 1})
+	if _, err := r.ToHere(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ws[1].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := r.ToHere(ctx)
+		if errors.Is(err, ErrOwnerFailed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ToHere after the owner died: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := Call[int](ctx, ws[0], "B", "add", [2]int{}); !errors.Is(err, ErrPeerFailed) {
+		t.Fatalf("call to a dead worker: %v", err)
+	}
+	r.Release()
+}
+
+// Shutdown reports a leak by RRef and fork when a reference is never released.
+func TestShutdownReportsLeaks(t *testing.T) {
+	ws := group(t, "A", "B")
+	ctx := ctxT(t)
+	r, _ := Remote[int](ctx, ws[0], "B", "add", [2]int{1, 1})
+	r.ToHere(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := ws[1].Shutdown(sctx)
+	var le *LeakError
+	if !errors.As(err, &le) || !errors.Is(err, ErrLeak) || le.Worker != "B" {
+		t.Fatalf("shutdown with a live RRef: %v", err)
+	}
+	ws[0].Close()
+	_ = r
+}
+
+// Many concurrent users of one value, passing it around: nothing leaks.
+func TestConcurrentSharing(t *testing.T) {
+	ws := group(t, "A", "B", "C", "D")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	r, _ := Remote[int](ctx, ws[0], "B", "add", [2]int{20, 22})
+	errs := make(chan error, 40)
+	for i := 0; i < 40; i++ {
+		go func(i int) {
+			to := []string{"B", "C", "D"}[i%3]
+			v, err := Call[int](ctx, ws[0], to, "fetch", r)
+			if err == nil && v != 42 {
+				err = errors.New("wrong value")
+			}
+			errs <- err
+		}(i)
+	}
+	for i := 0; i < 40; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Release()
+}
