@@ -63,7 +63,9 @@ func (fastCodec) Marshal(v any) ([]byte, error) {
 }
 
 func (fastCodec) Unmarshal(data []byte, v any) error {
-	bad := func(what string) error { return fmt.Errorf("%w: %d bytes are not a valid %s", ErrCodec, len(data), what) }
+	bad := func(what string) error {
+		return fmt.Errorf("%w: %d bytes are not a valid %s", ErrCodec, len(data), what)
+	}
 	switch p := v.(type) {
 	case *[]byte:
 		*p = append([]byte(nil), data...)

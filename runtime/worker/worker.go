@@ -101,10 +101,10 @@ type Worker struct {
 
 	peers    []*fifo.Conn // index id-1; nil for this worker
 	outboxes []*outbox
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed atomic.Bool
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closed   atomic.Bool
 
 	stats struct {
 		sent, received, bytesOut, bytesIn atomic.Uint64
