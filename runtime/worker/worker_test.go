@@ -3,7 +3,12 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
 	"log/slog"
 	"testing"
 	"time"
@@ -11,7 +16,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("RREF_WORKER_PEER"); spec != "" {
+		os.Exit(runPeer(spec))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -254,4 +264,107 @@ func TestConcurrentSharing(t *testing.T) {
 		}
 	}
 	r.Release()
+}
+
+var secret = []byte("worker test")
+
+func peersFor(transport string) []Peer {
+	if transport == "shm" {
+		g := fmt.Sprintf("shm:wt%d", os.Getpid())
+		return []Peer{{"A", g}, {"B", g}}
+	}
+	addr := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	return []Peer{{"A", addr()}, {"B", addr()}}
+}
+
+// runPeer is worker B in another process: it serves until A says bye, then
+// shuts down gracefully and exits 1 on a leak.
+func runPeer(spec string) int {
+	var peers []Peer
+	for _, p := range strings.Split(spec, ";") {
+		name, addr, _ := strings.Cut(p, "=")
+		peers = append(peers, Peer{Name: name, Addr: addr})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := Start(ctx, "B", peers, secret, Config{Logger: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		return 2
+	}
+	bye := make(chan struct{})
+	Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+	Register(w, "fetch", func(ctx context.Context, r *RRef[int]) (int, error) { return r.ToHere(ctx) })
+	Register(w, "bye", func(ctx context.Context, _ int) (int, error) { close(bye); return 0, nil })
+	select {
+	case <-bye:
+	case <-ctx.Done():
+		return 3
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := w.Shutdown(sctx); err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestAcrossProcesses runs the seed flows between this process and another,
+// over tcp and over shared memory.
+func TestAcrossProcesses(t *testing.T) {
+	for _, transport := range []string{"tcp", "shm"} {
+		t.Run(transport, func(t *testing.T) {
+			peers := peersFor(transport)
+			var spec []string
+			for _, p := range peers {
+				spec = append(spec, p.Name+"="+p.Addr)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "RREF_WORKER_PEER="+strings.Join(spec, ";"))
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			a, err := Start(ctx, "A", peers, secret, Config{Logger: quiet})
+			if err != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatal(err)
+			}
+			r, err := Remote[int](ctx, a, "B", "add", [2]int{40, 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err := r.ToHere(ctx); err != nil || v != 42 {
+				t.Fatalf("ToHere across processes: %v %v", v, err)
+			}
+			if v, err := Call[int](ctx, a, "B", "fetch", r); err != nil || v != 42 {
+				t.Fatalf("RRef passed to its owner: %v %v", v, err)
+			}
+			mine, _ := NewRRef(a, 7)
+			if v, err := Call[int](ctx, a, "B", "fetch", mine); err != nil || v != 7 {
+				t.Fatalf("RRef passed to a user: %v %v", v, err)
+			}
+			r.Release()
+			mine.Release()
+			if _, err := Call[int](ctx, a, "B", "bye", 0); err != nil {
+				t.Fatal(err)
+			}
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			if err := a.Shutdown(sctx); err != nil {
+				t.Error(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("peer process: %v", err)
+			}
+		})
+	}
 }
