@@ -276,7 +276,11 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 	if already || w.closed.Load() {
 		return
 	}
-	w.cfg.Logger.Warn("peer failed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
+	if errors.Is(cause, fifo.ErrClosed) {
+		w.cfg.Logger.Info("peer closed", "worker", w.name, "peer", w.nameOf(id))
+	} else {
+		w.cfg.Logger.Warn("peer failed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
+	}
 	if conn := w.peers[id-1]; conn != nil {
 		conn.Close()
 	}
