@@ -228,6 +228,39 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	return nil
 }
 
+// TrySend sends p only if it can do so at once: an eager message with the
+// credits it needs already in hand, and no other sender holding the ring.
+// It never waits; it reports whether p was sent.
+func (c *Conn) TrySend(p []byte) (bool, error) {
+	if err := c.err(); err != nil {
+		return false, err
+	}
+	if len(p) > c.cfg.EagerLimit {
+		return false, nil
+	}
+	if !c.txMu.TryLock() {
+		return false, nil
+	}
+	need := cellsFor(len(p))
+	pad := uint64(0)
+	if off := c.txPos & (c.cells - 1); off+need > c.cells {
+		pad = c.cells - off
+	}
+	if c.cells-(c.txPos-c.consumedKnown()) < need+pad {
+		c.txMu.Unlock()
+		return false, nil
+	}
+	err := c.sendLocked(context.Background(), kindData, p)
+	c.txMu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	if err := c.l.flushTx(); err != nil {
+		return false, c.fail(err)
+	}
+	return true, nil
+}
+
 // sendLocked places one message on the ring (under txMu).
 func (c *Conn) sendLocked(ctx context.Context, kind uint8, p []byte) error {
 	need := cellsFor(len(p))
@@ -316,8 +349,10 @@ func (c *Conn) RecvFunc(ctx context.Context, fn func(p []byte) error) error {
 func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error) error {
 	c.rxMu.Lock()
 	defer c.rxMu.Unlock()
-	if err := c.err(); err != nil {
-		return err
+	// Only this end's own closure stops a receive here: what a peer
+	// published before it closed or died is still delivered.
+	if p := c.broken.Load(); p != nil {
+		return *p
 	}
 	r := c.l.rx()
 	for {
@@ -409,6 +444,9 @@ func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
 		}
 		if i&255 == 255 {
 			if err := c.err(); err != nil {
+				if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
+					return h, nil
+				}
 				return header{}, err
 			}
 			runtime.Gosched()
@@ -429,6 +467,9 @@ func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
 			return h, nil
 		}
 		if err := c.slowErr(); err != nil {
+			if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
+				return h, nil
+			}
 			return header{}, err
 		}
 		if err := ctx.Err(); err != nil {

@@ -75,7 +75,9 @@ type memLink struct {
 	unmap    func() error // unmaps shared memory; nil for mem
 
 	closed    atomic.Bool
-	heartbeat bool // watch the peer's heartbeat (shm)
+	heartbeat bool          // watch the peer's heartbeat (shm)
+	local     chan struct{} // provider mem: the reader parks here, not on a futex
+	peerLocal chan struct{} // provider mem: the peer's
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	lastBeat  atomic.Uint64
@@ -115,10 +117,21 @@ func (l *memLink) put(pos uint64, h header, payload []byte) error {
 	l.tx.publish(pos, h)
 	// Wake the reader only on an idle-to-busy transition.
 	if atomic.LoadUint32(l.tx.u32(offSleeping)) != 0 {
-		atomic.AddUint32(l.tx.u32(offWake), 1)
-		futexWake(l.tx.u32(offWake))
+		l.wakePeer()
 	}
 	return nil
+}
+
+func (l *memLink) wakePeer() {
+	if l.peerLocal != nil {
+		select {
+		case l.peerLocal <- struct{}{}:
+		default:
+		}
+		return
+	}
+	atomic.AddUint32(l.tx.u32(offWake), 1)
+	futexWake(l.tx.u32(offWake))
 }
 
 func (l *memLink) flushTx() error     { return nil }
@@ -134,11 +147,20 @@ func (l *memLink) park(ctx context.Context, pos uint64, seq uint32) error {
 	old := atomic.LoadUint32(w)
 	atomic.StoreUint32(l.rxr.u32(offSleeping), 1)
 	if _, ok := l.rxr.peek(pos, seq); !ok && l.checkPeer() == nil {
-		wait := 5 * time.Millisecond
-		if dl, ok := ctx.Deadline(); ok {
-			wait = max(min(wait, time.Until(dl)), time.Microsecond)
+		if l.local != nil {
+			// In one process the scheduler should know who waits.
+			select {
+			case <-l.local:
+			case <-ctx.Done():
+			case <-l.stop:
+			}
+		} else {
+			wait := 5 * time.Millisecond
+			if dl, ok := ctx.Deadline(); ok {
+				wait = max(min(wait, time.Until(dl)), time.Microsecond)
+			}
+			futexWait(w, old, wait)
 		}
-		futexWait(w, old, wait)
 	}
 	atomic.StoreUint32(l.rxr.u32(offSleeping), 0)
 	return l.checkPeer()
@@ -225,8 +247,7 @@ func (l *memLink) shutdown() {
 		l.closed.Store(true)
 		// Tell the peer and wake both ends, so pending calls fail at once.
 		atomic.StoreUint32(l.tx.u32(offClosed), 1)
-		atomic.AddUint32(l.tx.u32(offWake), 1)
-		futexWake(l.tx.u32(offWake))
+		l.wakePeer()
 		atomic.AddUint32(l.rxr.u32(offWake), 1)
 		futexWake(l.rxr.u32(offWake))
 		close(l.stop)
@@ -254,7 +275,9 @@ func Pipe(cfg Config) (*Conn, *Conn, error) {
 		return nil, nil, err
 	}
 	tx1, rx1, txb1, rxb1, _ := sides(mem, c, 1)
-	a := newConn(newMemLink(c, tx0, rx0, txb0, rxb0, false, nil), c)
-	b := newConn(newMemLink(c, tx1, rx1, txb1, rxb1, false, nil), c)
-	return a, b, nil
+	la := newMemLink(c, tx0, rx0, txb0, rxb0, false, nil)
+	lb := newMemLink(c, tx1, rx1, txb1, rxb1, false, nil)
+	la.local, lb.local = make(chan struct{}, 1), make(chan struct{}, 1)
+	la.peerLocal, lb.peerLocal = lb.local, la.local
+	return newConn(la, c), newConn(lb, c), nil
 }

@@ -154,32 +154,48 @@ func values(r Row) []string {
 
 // Write prints rows as text, csv or json.
 func Write(w io.Writer, rows []Row, format string) error {
+	var table [][]string
+	for _, r := range rows {
+		table = append(table, values(r))
+	}
+	return writeTable(w, header(), table, format, rows, func() {
+		for _, r := range rows {
+			if r.Err != "" {
+				fmt.Fprintf(w, "%s: %s\n", r.Transport, r.Err)
+			}
+		}
+		fmt.Fprintln(w, "\nlat: one-way latency (ping-pong / 2); rate: one-way messages per second; bw: one-way bandwidth")
+		fmt.Fprintln(w, "(fifo rows receive bulk in place with RecvFunc; the peers copy into the caller's buffer).")
+		fmt.Fprintln(w, "Ratios compare rows of this run only: lat56/floor against the cache-line floor, unix/lat56 is Unix")
+		fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), bw1M/memcpy against memcpy at 1 MiB.")
+	})
+}
+
+// writeTable prints a table as aligned text (then footer), csv, or the
+// json encoding of raw.
+func writeTable(w io.Writer, h []string, table [][]string, format string, raw any, footer func()) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return enc.Encode(raw)
 	case "csv":
 		cw := csv.NewWriter(w)
-		cw.Write(header())
-		for _, r := range rows {
-			cw.Write(values(r))
+		cw.Write(h)
+		for _, r := range table {
+			cw.Write(r)
 		}
 		cw.Flush()
 		return cw.Error()
 	}
-	h := header()
-	table := [][]string{h}
-	for _, r := range rows {
-		table = append(table, values(r))
-	}
+	all := append([][]string{h}, table...)
 	widths := make([]int, len(h))
-	for _, row := range table {
+	for _, row := range all {
 		for i, c := range row {
 			widths[i] = max(widths[i], len(c))
 		}
 	}
-	for _, row := range table {
+	for _, row := range all {
 		var b strings.Builder
 		for i, c := range row {
 			if i == 0 {
@@ -190,14 +206,6 @@ func Write(w io.Writer, rows []Row, format string) error {
 		}
 		fmt.Fprintln(w, b.String())
 	}
-	for _, r := range rows {
-		if r.Err != "" {
-			fmt.Fprintf(w, "%s: %s\n", r.Transport, r.Err)
-		}
-	}
-	fmt.Fprintln(w, "\nlat: one-way latency (ping-pong / 2); rate: one-way messages per second; bw: one-way bandwidth")
-	fmt.Fprintln(w, "(fifo rows receive bulk in place with RecvFunc; the peers copy into the caller's buffer).")
-	fmt.Fprintln(w, "Ratios compare rows of this run only: lat56/floor against the cache-line floor, unix/lat56 is Unix")
-	fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), bw1M/memcpy against memcpy at 1 MiB.")
+	footer()
 	return nil
 }

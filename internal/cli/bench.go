@@ -12,15 +12,20 @@ func init() {
 }
 
 func runBench(env *Env, args []string) int {
-	fs := newFlags(env, "bench", "fifo [-format text|csv|json] [-d DURATION]", `
-Measures in one run, on this machine: the FIFO transport over shm, tcp and mem
-beside Unix domain sockets, TCP loopback and a Go channel, plus the machine's
-floors (a cache-line ping-pong between two threads, memcpy). Each row shows
-its ratios to the floor and to Unix sockets. Timings swing between runs on
-shared hosts: read the ratios, not the absolute numbers.`)
+	fs := newFlags(env, "bench", "fifo|rpc [-format text|csv|json] [-d DURATION]", `
+bench fifo measures in one run, on this machine: the FIFO transport over shm,
+tcp and mem beside Unix domain sockets, TCP loopback and a Go channel, plus the
+machine's floors (a cache-line ping-pong between two threads, memcpy). Each
+row shows its ratios to the floor and to Unix sockets.
+
+bench rpc measures Call round trip and throughput (1 and 16 callers) and
+Remote plus ToHere over shm, tcp and mem, beside gRPC-Go unary calls and
+net/rpc on loopback, with each round trip's ratio to gRPC's.
+
+Timings swing between runs on shared hosts: read the ratios.`)
 	format := fs.String("format", "text", "text, csv or json")
 	d := fs.Duration("d", 200*time.Millisecond, "time per measured cell")
-	if len(args) == 0 || args[0] != "fifo" {
+	if len(args) == 0 || (args[0] != "fifo" && args[0] != "rpc") {
 		fs.Usage()
 		return ExitUsage
 	}
@@ -36,13 +41,25 @@ shared hosts: read the ratios, not the absolute numbers.`)
 			fmt.Fprintf(env.Stderr, "\r%-60s", s)
 		}
 	}
-	rows := bench.FIFOTable(*d, progress)
-	if isTerminal(env.Stderr) {
-		fmt.Fprintf(env.Stderr, "\r%-60s\r", "")
+	var err error
+	if args[0] == "rpc" {
+		rows := bench.RPCTable(*d, progress)
+		clearProgress(env)
+		err = bench.WriteRPC(env.Stdout, rows, *format)
+	} else {
+		rows := bench.FIFOTable(*d, progress)
+		clearProgress(env)
+		err = bench.Write(env.Stdout, rows, *format)
 	}
-	if err := bench.Write(env.Stdout, rows, *format); err != nil {
+	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return ExitFail
 	}
 	return ExitOK
+}
+
+func clearProgress(env *Env) {
+	if isTerminal(env.Stderr) {
+		fmt.Fprintf(env.Stderr, "\r%-60s\r", "")
+	}
 }

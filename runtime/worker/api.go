@@ -115,12 +115,15 @@ func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
 	if released {
 		h = 0 // the core answers deleted
 	}
+	_, hasDeadline := ctx.Deadline()
+	var fetchID uint64
 	r.w.apply(func(c *core.Core) {
-		id := c.Fetch(h)
-		r.w.fetches[id] = ch
+		fetchID = c.Fetch(h)
+		r.w.fetches[fetchID] = ch
+		if !hasDeadline {
+			r.w.fetchDue[fetchID] = time.Now().Add(r.w.cfg.CallTimeout)
+		}
 	})
-	ctx, cancel := r.w.callContext(ctx)
-	defer cancel()
 	select {
 	case fr := <-ch:
 		if err := fetchError(fr, "remote"); err != nil {
@@ -132,6 +135,10 @@ func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
 		}
 		return v, nil
 	case <-ctx.Done():
+		r.w.mu.Lock()
+		delete(r.w.fetches, fetchID)
+		delete(r.w.fetchDue, fetchID)
+		r.w.mu.Unlock()
 		return zero, ctx.Err()
 	}
 }
@@ -144,13 +151,6 @@ func (r *RRef[T]) LocalValue(ctx context.Context) (T, error) {
 		return zero, fmt.Errorf("worker: LocalValue on %s, which does not own the value (owner %s)", r.w.name, r.Owner())
 	}
 	return r.ToHere(ctx) // answered locally by the core, no message leaves
-}
-
-func (w *Worker) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, w.cfg.CallTimeout)
 }
 
 // encodeArg encodes a value, or finds the RRef it is.
@@ -225,17 +225,19 @@ func (w *Worker) call(ctx context.Context, to string, fn string, args []byte, re
 	}
 	ch := make(chan core.CallResult, 1)
 	var callID uint64
+	_, hasDeadline := ctx.Deadline()
 	w.apply(func(c *core.Core) {
 		callID, err = c.Call(id, fn, args, refs)
 		if err == nil {
 			w.calls[callID] = ch
+			if !hasDeadline {
+				w.callDue[callID] = time.Now().Add(w.cfg.CallTimeout)
+			}
 		}
 	})
 	if err != nil {
 		return core.CallResult{}, fmt.Errorf("%w: %v", ErrPeerFailed, err)
 	}
-	ctx, cancel := w.callContext(ctx)
-	defer cancel()
 	select {
 	case res := <-ch:
 		return res, nil
@@ -243,6 +245,7 @@ func (w *Worker) call(ctx context.Context, to string, fn string, args []byte, re
 		w.mu.Lock()
 		_, pending := w.calls[callID]
 		delete(w.calls, callID)
+		delete(w.callDue, callID)
 		w.mu.Unlock()
 		if !pending {
 			res := <-ch // answered meanwhile: drop what it returned
@@ -260,6 +263,8 @@ func callError(res core.CallResult, fn string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownFunction, res.Message)
 	case rref.ErrorKindOwnerFailed:
 		return fmt.Errorf("%w: %s", ErrPeerFailed, res.Message)
+	case rref.ErrorKindTimeout:
+		return fmt.Errorf("%w: %s", context.DeadlineExceeded, res.Message)
 	}
 	return &UserError{Function: fn, Message: res.Message}
 }

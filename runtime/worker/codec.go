@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 )
 
 // Codec turns values into bytes and back. The default, Fast, encodes []byte,
@@ -59,7 +60,30 @@ func (fastCodec) Marshal(v any) ([]byte, error) {
 	case float32:
 		return binary.LittleEndian.AppendUint32(nil, math.Float32bits(x)), nil
 	}
+	// Fixed-size values (arrays and structs of sized numbers) and slices of
+	// them are laid out directly; a fresh gob stream would re-send and
+	// re-compile type information for every message.
+	if t := reflect.TypeOf(v); t != nil {
+		if t.Kind() == reflect.Slice && fixedSize(t.Elem()) > 0 {
+			b := binary.AppendUvarint(nil, uint64(reflect.ValueOf(v).Len()))
+			return binary.Append(b, binary.LittleEndian, v)
+		}
+		if fixedSize(t) > 0 {
+			return binary.Append(nil, binary.LittleEndian, v)
+		}
+	}
 	return Gob.Marshal(v)
+}
+
+// fixedSize is the encoded size of t when encoding/binary lays it out
+// directly, else 0.
+func fixedSize(t reflect.Type) int {
+	switch t.Kind() {
+	case reflect.Array, reflect.Struct, reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return max(binary.Size(reflect.Zero(t).Interface()), 0)
+	}
+	return 0
 }
 
 func (fastCodec) Unmarshal(data []byte, v any) error {
@@ -117,6 +141,34 @@ func (fastCodec) Unmarshal(data []byte, v any) error {
 		}
 		*p = math.Float32frombits(binary.LittleEndian.Uint32(data))
 	default:
+		rv := reflect.ValueOf(v)
+		if rv.Kind() != reflect.Pointer || rv.IsNil() {
+			return fmt.Errorf("%w: Unmarshal needs a non-nil pointer, not %T", ErrCodec, v)
+		}
+		t := rv.Elem().Type()
+		if t.Kind() == reflect.Slice {
+			if size := fixedSize(t.Elem()); size > 0 {
+				n, k := binary.Uvarint(data)
+				if k <= 0 || n > uint64(len(data)-k)/uint64(size) || uint64(len(data)-k) != n*uint64(size) {
+					return bad(t.String())
+				}
+				s := reflect.MakeSlice(t, int(n), int(n))
+				if _, err := binary.Decode(data[k:], binary.LittleEndian, s.Interface()); err != nil {
+					return bad(t.String())
+				}
+				rv.Elem().Set(s)
+				return nil
+			}
+		}
+		if size := fixedSize(t); size > 0 {
+			if len(data) != size {
+				return bad(t.String())
+			}
+			if _, err := binary.Decode(data, binary.LittleEndian, v); err != nil {
+				return bad(t.String())
+			}
+			return nil
+		}
 		return Gob.Unmarshal(data, v)
 	}
 	return nil

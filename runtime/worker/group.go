@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/rrefkit/rref/fifo"
 	"github.com/rrefkit/rref/runtime/core"
@@ -140,7 +141,7 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		if j > me {
 			continue // it dials us
 		}
-		conn, err := fifo.DialTCP(ctx, peers[j].Addr, secret, w.cfg.FIFO)
+		conn, err := dialRetry(ctx, peers[j].Addr, secret, w.cfg.FIFO)
 		if err != nil {
 			return fail(err)
 		}
@@ -178,4 +179,22 @@ func readHello(ctx context.Context, conn *fifo.Conn, n int) (int, error) {
 		return -1, errors.New("hello names no member")
 	}
 	return id, nil
+}
+
+// dialRetry dials until the peer listens or ctx ends: members of a group
+// start in any order.
+func dialRetry(ctx context.Context, addr string, secret []byte, cfg fifo.Config) (*fifo.Conn, error) {
+	wait := time.Millisecond
+	for {
+		conn, err := fifo.DialTCP(ctx, addr, secret, cfg)
+		if err == nil || errors.Is(err, fifo.ErrAuth) || ctx.Err() != nil {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("worker: %s never answered: %w", addr, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
 }

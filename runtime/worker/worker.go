@@ -94,7 +94,10 @@ type Worker struct {
 	c       *core.Core
 	calls   map[uint64]chan core.CallResult
 	fetches map[uint64]chan core.FetchResult
-	dead    map[core.WorkerID]bool
+	// deadlines of calls and fetches whose context had none: one sweeper
+	// fails the overdue ones, instead of a timer per call.
+	callDue, fetchDue map[uint64]time.Time
+	dead              map[core.WorkerID]bool
 
 	fmu   sync.RWMutex
 	funcs map[string]handler
@@ -106,6 +109,8 @@ type Worker struct {
 	wg       sync.WaitGroup
 	closed   atomic.Bool
 
+	running atomic.Int64 // user functions running; Shutdown waits for them
+
 	stats struct {
 		sent, received, bytesOut, bytesIn atomic.Uint64
 	}
@@ -113,10 +118,14 @@ type Worker struct {
 
 func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
+	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: map[uint64]chan core.CallResult{}, fetches: map[uint64]chan core.FetchResult{},
+		callDue: map[uint64]time.Time{}, fetchDue: map[uint64]time.Time{},
 		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
+	w.wg.Add(1)
+	go w.sweep()
+	return w
 }
 
 // Name is this worker's name.
@@ -156,6 +165,7 @@ func (w *Worker) effects(r core.Ready) {
 		w.mu.Lock()
 		ch := w.fetches[fr.FetchID]
 		delete(w.fetches, fr.FetchID)
+		delete(w.fetchDue, fr.FetchID)
 		w.mu.Unlock()
 		if ch != nil {
 			ch <- fr
@@ -165,6 +175,7 @@ func (w *Worker) effects(r core.Ready) {
 		w.mu.Lock()
 		ch := w.calls[cr.CallID]
 		delete(w.calls, cr.CallID)
+		delete(w.callDue, cr.CallID)
 		w.mu.Unlock()
 		if ch != nil {
 			ch <- cr
@@ -175,6 +186,7 @@ func (w *Worker) effects(r core.Ready) {
 	}
 	for _, run := range r.Runs {
 		w.wg.Add(1)
+		w.running.Add(1)
 		go w.run(run)
 	}
 	var self []core.Envelope
@@ -193,9 +205,10 @@ func (w *Worker) effects(r core.Ready) {
 // outbox queues frames for one peer. A receive loop never blocks on a send:
 // two workers whose rings are both full would otherwise wait on each other.
 type outbox struct {
-	mu     sync.Mutex
-	frames [][]byte
-	ready  chan struct{}
+	mu      sync.Mutex
+	frames  [][]byte
+	sending int // frames taken by the drainer and not yet handed to the transport
+	ready   chan struct{}
 }
 
 func (w *Worker) send(m core.Envelope) {
@@ -205,6 +218,21 @@ func (w *Worker) send(m core.Envelope) {
 	}
 	frame := rref.AppendFrame(nil, m.Msg)
 	ob.mu.Lock()
+	if len(ob.frames) == 0 && ob.sending == 0 {
+		// Nothing queued ahead: send from this goroutine if the ring has room,
+		// with no hand-off; otherwise the drainer waits for credits.
+		sent, err := w.peers[m.To-1].TrySend(frame)
+		if sent || err != nil {
+			ob.mu.Unlock()
+			if err != nil && !w.closed.Load() {
+				w.peerFailed(m.To, err)
+			} else if sent {
+				w.stats.sent.Add(1)
+				w.stats.bytesOut.Add(uint64(len(frame)))
+			}
+			return
+		}
+	}
 	ob.frames = append(ob.frames, frame)
 	ob.mu.Unlock()
 	select {
@@ -225,9 +253,14 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 		ob.mu.Lock()
 		frames := ob.frames
 		ob.frames = nil
+		ob.sending = len(frames)
 		ob.mu.Unlock()
 		for _, f := range frames {
-			if err := conn.Send(w.ctx, f); err != nil {
+			err := conn.Send(w.ctx, f)
+			ob.mu.Lock()
+			ob.sending--
+			ob.mu.Unlock()
+			if err != nil {
 				if !w.closed.Load() {
 					w.peerFailed(to, err)
 				}
@@ -277,7 +310,7 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 		return
 	}
 	if errors.Is(cause, fifo.ErrClosed) {
-		w.cfg.Logger.Info("peer closed", "worker", w.name, "peer", w.nameOf(id))
+		w.cfg.Logger.Info("peer closed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
 	} else {
 		w.cfg.Logger.Warn("peer failed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
 	}
@@ -303,6 +336,7 @@ func (w *Worker) releaseAll(hs []core.HandleID) {
 // function returns (pass them on, or return them, to keep them alive).
 func (w *Worker) run(run core.Run) {
 	defer w.wg.Done()
+	defer w.running.Add(-1) // after the answer below is handed to the transport
 	w.fmu.RLock()
 	h := w.funcs[run.Fn]
 	w.fmu.RUnlock()
@@ -312,9 +346,7 @@ func (w *Worker) run(run core.Run) {
 	if h == nil {
 		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, run.Fn, w.name)
 	} else {
-		ctx, cancel := context.WithTimeout(w.ctx, w.cfg.CallTimeout)
-		result, refs, err = safeCall(ctx, w, h, run)
-		cancel()
+		result, refs, err = safeCall(w.ctx, w, h, run)
 	}
 	kind, msg := rref.ErrorKindNone, ""
 	if err != nil {
@@ -353,6 +385,47 @@ func safeCall(ctx context.Context, w *Worker, h handler, run core.Run) (res []by
 	return h(ctx, w, run.Args, run.Handles)
 }
 
+// errTimedOut marks a call or fetch failed by the sweeper.
+var errTimedOut = errors.New("worker: call timed out")
+
+// sweep fails calls and fetches past their default deadline.
+func (w *Worker) sweep() {
+	defer w.wg.Done()
+	t := time.NewTicker(max(w.cfg.CallTimeout/20, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case now := <-t.C:
+			var calls []chan core.CallResult
+			var fetches []chan core.FetchResult
+			w.mu.Lock()
+			for id, due := range w.callDue {
+				if now.After(due) {
+					calls = append(calls, w.calls[id])
+					delete(w.calls, id)
+					delete(w.callDue, id)
+				}
+			}
+			for id, due := range w.fetchDue {
+				if now.After(due) {
+					fetches = append(fetches, w.fetches[id])
+					delete(w.fetches, id)
+					delete(w.fetchDue, id)
+				}
+			}
+			w.mu.Unlock()
+			for _, ch := range calls {
+				ch <- core.CallResult{Err: rref.ErrorKindTimeout, Message: errTimedOut.Error()}
+			}
+			for _, ch := range fetches {
+				ch <- core.FetchResult{Err: rref.ErrorKindTimeout}
+			}
+		}
+	}
+}
+
 // DebugInfo are the core's debug counters and the transport's traffic.
 type DebugInfo struct {
 	core.Counters
@@ -382,16 +455,25 @@ func (e *LeakError) Error() string {
 func (e *LeakError) Is(target error) bool { return target == ErrLeak }
 
 // Shutdown waits until this worker holds no reference (no owner, fork,
-// pending user or child) and no call or fetch is pending, then closes it.
+// pending user or child), no call or fetch is pending, no function it runs
+// is still running and nothing waits to be sent, then closes it.
 // If ctx ends first, it closes anyway and returns a *LeakError that lists
 // every RRef and fork still held.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
+		queued := 0
+		for _, ob := range w.outboxes {
+			if ob != nil {
+				ob.mu.Lock()
+				queued += len(ob.frames) + ob.sending
+				ob.mu.Unlock()
+			}
+		}
 		w.mu.Lock()
 		n := w.c.Counters()
-		idle := n.Clean() && len(w.calls) == 0 && len(w.fetches) == 0
+		idle := n.Clean() && len(w.calls) == 0 && len(w.fetches) == 0 && w.running.Load() == 0 && queued == 0
 		dump := ""
 		if !idle && ctx.Err() != nil {
 			dump = w.c.Dump()

@@ -368,3 +368,29 @@ func TestAcrossProcesses(t *testing.T) {
 		})
 	}
 }
+
+// A call with no deadline of its own gets the default timeout.
+func TestDefaultCallTimeout(t *testing.T) {
+	ws, err := NewGroup([]string{"A", "B"}, Config{Logger: quiet, CallTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws[0].Close()
+	defer ws[1].Close()
+	block := make(chan struct{})
+	Register(ws[1], "slow", func(ctx context.Context, _ int) (int, error) {
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+		return 0, nil
+	})
+	start := time.Now()
+	if _, err := Call[int](context.Background(), ws[0], "B", "slow", 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("slow call: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("timed out after %v", d)
+	}
+	close(block)
+}
