@@ -117,6 +117,8 @@ func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
 	}
 	_, hasDeadline := ctx.Deadline()
 	var fetchID uint64
+	start := time.Now()
+	defer func() { r.w.metrics.observeFetch(time.Since(start)) }()
 	r.w.apply(func(c *core.Core) {
 		fetchID = c.Fetch(h)
 		r.w.fetches[fetchID] = ch

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rrefkit/rref/fifo"
 	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/genrt"
 	"github.com/rrefkit/rref/runtime/core"
 )
 
@@ -110,6 +111,7 @@ type Worker struct {
 	closed   atomic.Bool
 
 	running atomic.Int64 // user functions running; Shutdown waits for them
+	metrics *metrics
 
 	stats struct {
 		sent, received, bytesOut, bytesIn atomic.Uint64
@@ -123,10 +125,13 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 		callDue: map[uint64]time.Time{}, fetchDue: map[uint64]time.Time{},
 		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
+	w.metrics = newMetrics(w)
 	w.wg.Add(1)
 	go w.sweep()
 	return w
 }
+
+var genrtLimits = genrt.DefaultLimits
 
 // Name is this worker's name.
 func (w *Worker) Name() string { return w.name }
@@ -229,6 +234,7 @@ func (w *Worker) send(m core.Envelope) {
 			} else if sent {
 				w.stats.sent.Add(1)
 				w.stats.bytesOut.Add(uint64(len(frame)))
+				w.metrics.count("out", frame)
 			}
 			return
 		}
@@ -268,6 +274,7 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 			}
 			w.stats.sent.Add(1)
 			w.stats.bytesOut.Add(uint64(len(f)))
+			w.metrics.count("out", f)
 		}
 	}
 }
@@ -295,6 +302,7 @@ func (w *Worker) receive(from core.WorkerID, conn *fifo.Conn) {
 		}
 		w.stats.received.Add(1)
 		w.stats.bytesIn.Add(uint64(len(frame)))
+		w.metrics.count("in", frame)
 		w.apply(func(c *core.Core) { c.DeliverFrame(from, frame, nil) })
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -393,4 +394,41 @@ func TestDefaultCallTimeout(t *testing.T) {
 		t.Fatalf("timed out after %v", d)
 	}
 	close(block)
+}
+
+func TestServeDebug(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	addr, err := ws[0].ServeDebug(dctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := Remote[int](ctx, ws[0], "B", "add", [2]int{1, 2})
+	r.ToHere(ctx)
+	r.Release()
+	get := func(path string) string {
+		resp, err := http.Get("http://" + addr.String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	m := get("/metrics")
+	for _, want := range []string{`rref_messages_total{direction="out",type="RemoteCall"} 1`, `rref_messages_total{direction="in",type="FetchRet"} 1`, "rref_fetch_seconds_count 1", "rref_credit_stalls_total"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if d := get("/debug/rref"); !strings.Contains(d, `"MessagesSent"`) {
+		t.Errorf("/debug/rref: %s", d)
+	}
+	if p := get("/debug/pprof/"); !strings.Contains(p, "goroutine") {
+		t.Error("/debug/pprof/ missing")
+	}
+	stop()
 }

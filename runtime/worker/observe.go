@@ -1,0 +1,115 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rrefkit/rref/generated/rref"
+)
+
+// metrics are a worker's Prometheus collectors, in a registry of its own.
+type metrics struct {
+	reg      *prometheus.Registry
+	messages *prometheus.CounterVec // by direction and message type
+	bytes    *prometheus.CounterVec // by direction
+	fetch    prometheus.Histogram   // ToHere latency
+}
+
+func newMetrics(w *Worker) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rref_messages_total",
+			Help: "Protocol messages sent and received, by type."}, []string{"direction", "type"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rref_bytes_total",
+			Help: "Frame bytes sent and received."}, []string{"direction"}),
+		fetch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rref_fetch_seconds",
+			Help: "ToHere latency.", Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12)}),
+	}
+	gauge := func(name, help string, f func(DebugInfo) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(w.DebugInfo()) })
+	}
+	m.reg.MustRegister(m.messages, m.bytes, m.fetch,
+		gauge("rref_owners", "OwnerRRefs on this worker.", func(d DebugInfo) float64 { return float64(d.Owners) }),
+		gauge("rref_forks", "Known forks of this worker's values.", func(d DebugInfo) float64 { return float64(d.Forks) }),
+		gauge("rref_pending_users", "UserRRefs not yet confirmed.", func(d DebugInfo) float64 { return float64(d.PendingUsers) }),
+		gauge("rref_pending_children", "Forked children not yet answered.", func(d DebugInfo) float64 { return float64(d.PendingChildren) }),
+		gauge("rref_pending_calls", "Calls waiting for their reply.", func(d DebugInfo) float64 { return float64(d.PendingCalls) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rref_credit_stalls_total",
+			Help: "Sends that waited for transport credits."}, func() float64 {
+			n := uint64(0)
+			for _, c := range w.peers {
+				if c != nil {
+					n += c.Stats().CreditStalls
+				}
+			}
+			return float64(n)
+		}),
+	)
+	return m
+}
+
+func (m *metrics) count(direction string, frame []byte) {
+	if m == nil {
+		return
+	}
+	code, _, err := rref.DecodeHeader(frame, &genrtLimits)
+	name := "invalid"
+	if err == nil {
+		name = code.String()
+	}
+	m.messages.WithLabelValues(direction, name).Inc()
+	m.bytes.WithLabelValues(direction).Add(float64(len(frame)))
+}
+
+func (m *metrics) observeFetch(d time.Duration) {
+	if m != nil {
+		m.fetch.Observe(d.Seconds())
+	}
+}
+
+// ServeDebug serves, on an HTTP listener at addr, /metrics (Prometheus),
+// /debug/rref (the debug counters as JSON) and /debug/pprof/. It is opt-in:
+// nothing listens unless it is called. It stops when ctx ends or the worker
+// closes, and returns the address it listens on.
+func (w *Worker) ServeDebug(ctx context.Context, addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(w.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/rref", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(rw).Encode(w.DebugInfo())
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	w.wg.Add(2)
+	go func() {
+		defer w.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			w.cfg.Logger.Warn("debug listener stopped", "worker", w.name, "err", err)
+		}
+	}()
+	go func() {
+		defer w.wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-w.ctx.Done():
+		}
+		srv.Close()
+	}()
+	return ln.Addr(), nil
+}
