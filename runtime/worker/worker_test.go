@@ -19,6 +19,9 @@ import (
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv("RREF_WORKER_PEER"); spec != "" {
+		if os.Getenv("RREF_WORKER_ROLE") == "A" {
+			os.Exit(runClient(spec))
+		}
 		os.Exit(runPeer(spec))
 	}
 	goleak.VerifyTestMain(m)
@@ -431,4 +434,112 @@ func TestServeDebug(t *testing.T) {
 		t.Error("/debug/pprof/ missing")
 	}
 	stop()
+}
+
+func parseSpec(spec string) []Peer {
+	var peers []Peer
+	for _, p := range strings.Split(spec, ";") {
+		name, addr, _ := strings.Cut(p, "=")
+		peers = append(peers, Peer{Name: name, Addr: addr})
+	}
+	return peers
+}
+
+// runClient is worker A in its own process: the seed flows against B, then bye.
+func runClient(spec string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := Start(ctx, "A", parseSpec(spec), secret, Config{Logger: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 2
+	}
+	check := func(what string, v int, err error, want int) bool {
+		if err != nil || v != want {
+			fmt.Fprintf(os.Stderr, "client: %s: %v %v\n", what, v, err)
+			return false
+		}
+		return true
+	}
+	r, err := Remote[int](ctx, a, "B", "add", [2]int{40, 2})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	v, err := r.ToHere(ctx)
+	ok := check("ToHere", v, err, 42)
+	v, err = Call[int](ctx, a, "B", "fetch", r)
+	ok = check("RRef to its owner", v, err, 42) && ok
+	r.Release()
+	if _, err := Call[int](ctx, a, "B", "bye", 0); err != nil {
+		fmt.Fprintln(os.Stderr, "client: bye:", err)
+		return 1
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := a.Shutdown(sctx); err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+// TestAcrossHosts runs two workers on two hosts: network namespaces joined by
+// a veth pair, each with its own address, talking tcp. It needs root and
+// iproute2; elsewhere it is skipped with the reason.
+func TestAcrossHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds network namespaces")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces (ip netns)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2's ip command for network namespaces")
+	}
+	id := os.Getpid() % 50000
+	nsA, nsB := fmt.Sprintf("rref-a-%d", id), fmt.Sprintf("rref-b-%d", id)
+	vA, vB := fmt.Sprintf("rra%d", id), fmt.Sprintf("rrb%d", id)
+	// 10.213.0.0/30 exists only inside these two namespaces.
+	addrA, addrB := "10.213.0.1", "10.213.0.2"
+	run := func(args ...string) error {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	defer run("netns", "del", nsA)
+	defer run("netns", "del", nsB)
+	for _, step := range [][]string{
+		{"netns", "add", nsA}, {"netns", "add", nsB},
+		{"link", "add", vA, "type", "veth", "peer", "name", vB},
+		{"link", "set", vA, "netns", nsA}, {"link", "set", vB, "netns", nsB},
+		{"-n", nsA, "addr", "add", addrA + "/30", "dev", vA}, {"-n", nsB, "addr", "add", addrB + "/30", "dev", vB},
+		{"-n", nsA, "link", "set", vA, "up"}, {"-n", nsB, "link", "set", vB, "up"},
+		{"-n", nsA, "link", "set", "lo", "up"}, {"-n", nsB, "link", "set", "lo", "up"},
+	} {
+		if err := run(step...); err != nil {
+			t.Skipf("cannot build the test hosts here: %v", err)
+		}
+	}
+	spec := fmt.Sprintf("A=%s:7301;B=%s:7302", addrA, addrB)
+	start := func(ns, role string) *exec.Cmd {
+		cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "RREF_WORKER_PEER="+spec, "RREF_WORKER_ROLE="+role)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	b := start(nsB, "B")
+	a := start(nsA, "A")
+	errA, errB := a.Wait(), b.Wait()
+	if errA != nil || errB != nil {
+		t.Fatalf("worker A on host %s: %v; worker B on host %s: %v", addrA, errA, addrB, errB)
+	}
 }
