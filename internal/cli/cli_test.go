@@ -143,3 +143,13 @@ func TestConformanceFailureAndReplay(t *testing.T) {
 		t.Fatalf("bad mode: %d", code)
 	}
 }
+
+func TestConformanceRuntimeTarget(t *testing.T) {
+	code, out, errs := run(t, "", "conformance", "-target", "runtime", "-runs", "1")
+	if code != ExitOK || !strings.Contains(out, "seed_flow4_user_to_user.rref") || !strings.Contains(out, " 0 failed") {
+		t.Fatalf("runtime target: %d\n%s%s", code, out, errs)
+	}
+	if code, _, _ := run(t, "", "conformance", "-target", "moon"); code != ExitUsage {
+		t.Fatalf("bad target: %d", code)
+	}
+}

@@ -47,12 +47,13 @@ any scenario fails.`)
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario instead of a table")
 	replay := fs.String("replay", "", "replay one schedule (as printed by a failure) of the one scenario named")
 	quiet := fs.Bool("q", false, "no progress bar")
-	target := fs.String("target", "core", "what to run against: core (the pure protocol core)")
+	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over the mem transport, random message delays)")
+	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
-	if *target != "core" {
-		fmt.Fprintf(env.Stderr, "rrefgen conformance: -target %q is not available yet (the runtime target comes with the worker runtime)\n", *target)
+	if *target != "core" && *target != "runtime" {
+		fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -target %q (core or runtime)\n", *target)
 		return ExitUsage
 	}
 	m := conformance.Mode(*mode)
@@ -74,6 +75,9 @@ any scenario fails.`)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return ExitFail
+	}
+	if *target == "runtime" {
+		return runRuntimeTarget(env, scs, *runs, *seed)
 	}
 	if *replay != "" {
 		if len(scs) != 1 {
@@ -174,4 +178,30 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// runRuntimeTarget runs scenarios against real workers.
+func runRuntimeTarget(env *Env, scs []*conformance.Scenario, runs int, seed int64) int {
+	fmt.Fprintf(env.Stdout, "%-36s %6s %9s  %s\n", "scenario", "runs", "time", "result")
+	failed, skipped := 0, 0
+	for _, sc := range scs {
+		r := conformance.ExploreRuntime(sc, runs, seed)
+		switch {
+		case r.Skipped != "":
+			skipped++
+			fmt.Fprintf(env.Stdout, "%-36s %6s %9s  skipped: %s\n", sc.Name, "-", "-", r.Skipped)
+		case r.Violation != nil:
+			failed++
+			fmt.Fprintf(env.Stdout, "%-36s %6d %9s  FAIL\n    violated %s\n    seed: %d (rrefgen conformance -target runtime -runs 1 -seed %d %s)\n",
+				sc.Name, r.Runs, r.Duration.Round(time.Millisecond), r.Violation, r.Seed, r.Seed, sc.Name)
+		default:
+			fmt.Fprintf(env.Stdout, "%-36s %6d %9s  ok\n", sc.Name, r.Runs, r.Duration.Round(time.Millisecond))
+		}
+	}
+	ran := len(scs) - skipped
+	fmt.Fprintf(env.Stdout, "\n%d scenarios on the runtime (%d skipped), %d failed\n%d passed, %d failed\n", ran, skipped, failed, ran-failed, failed)
+	if failed > 0 {
+		return ExitFail
+	}
+	return ExitOK
 }

@@ -342,3 +342,21 @@ func (c *Core) settleRuns(u *userRec) {
 		}
 	}
 }
+
+// Dup makes a second handle to the value behind h on this worker. On the
+// owner it is one more local handle; elsewhere it is a child fork held by
+// this same worker, confirmed by the owner like any fork (as a pass to self
+// would be, without the call).
+func (c *Core) Dup(h HandleID) (HandleID, error) {
+	if err := c.checkPassable([]HandleID{h}); err != nil {
+		return 0, err
+	}
+	hr := c.handles[h]
+	if hr.kind == handleOwner || hr.kind == handleSelfFork {
+		c.owners[hr.rref].local++
+		return c.newHandle(&handleRec{kind: handleOwner, rref: hr.rref}), nil
+	}
+	d := c.fork(hr, c.self)
+	nh, _ := c.receive(c.self, d)
+	return nh, nil
+}

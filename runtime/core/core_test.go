@@ -159,3 +159,46 @@ func TestTombstonesAreBounded(t *testing.T) {
 		t.Fatalf("tombstones grew past the bound:\n%s", got)
 	}
 }
+
+func TestDup(t *testing.T) {
+	a, b, h, _, _ := pair(t)
+	h2, err := a.Dup(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a.TakeReady()
+	if len(r.Messages) != 1 {
+		t.Fatalf("a user's Dup sends one ForkRequest, got %+v", r.Messages)
+	}
+	b.Deliver(1, r.Messages[0].Msg)
+	ack := b.TakeReady().Messages[0].Msg
+	a.Deliver(2, ack)
+	accept := a.TakeReady().Messages[0].Msg // ChildAccept to itself
+	a.Deliver(1, accept)
+	a.TakeReady()
+	if !a.Handle(h2).Confirmed {
+		t.Fatal("the duplicate is not confirmed")
+	}
+	a.Release(h)
+	a.Release(h2)
+	for _, m := range a.TakeReady().Messages {
+		b.Deliver(1, m.Msg)
+	}
+	if r := b.TakeReady(); len(r.Freed) != 1 {
+		t.Fatalf("releasing both handles did not free the value: %+v", r)
+	}
+	o := core.New(3)
+	x := o.NewLocal([]byte("v"))
+	y, _ := o.Dup(x)
+	o.Release(x)
+	if r := o.TakeReady(); len(r.Freed) != 0 {
+		t.Fatal("freed while a duplicate lives")
+	}
+	o.Release(y)
+	if r := o.TakeReady(); len(r.Freed) != 1 {
+		t.Fatal("not freed after both releases")
+	}
+	if _, err := o.Dup(y); err == nil {
+		t.Fatal("Dup of a released handle")
+	}
+}

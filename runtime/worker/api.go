@@ -70,6 +70,29 @@ func (r *RRef[T]) Confirmed() bool {
 	return r.w.c.Handle(r.h).Confirmed
 }
 
+// Keep lets a function retain an RRef it received as an argument beyond
+// its return (the runtime releases argument RRefs when the function
+// returns, unless kept). The caller must Release it later.
+func (r *RRef[T]) Keep() *RRef[T] {
+	r.w.mu.Lock()
+	r.w.kept[r.h] = true
+	r.w.mu.Unlock()
+	return r
+}
+
+// Clone returns a second, independent reference to the same value on this
+// worker; each must be released. A clone of a user's RRef is a new fork the
+// owner confirms, like one passed to another worker.
+func (r *RRef[T]) Clone() (*RRef[T], error) {
+	var h core.HandleID
+	var err error
+	r.w.apply(func(c *core.Core) { h, err = c.Dup(r.h) })
+	if err != nil {
+		return nil, err
+	}
+	return bindRRef[T](r.w, h), nil
+}
+
 // Release drops this reference. It is idempotent; the value is freed on its
 // owner once the last reference anywhere is released.
 func (r *RRef[T]) Release() error {
@@ -106,7 +129,13 @@ func fetchError(fr core.FetchResult, fn string) error {
 // a value still being created; it fails at once when the owner died, the
 // reference was released, lost, or its Remote timed out.
 func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
-	var zero T
+	return r.Fetch(ctx).Wait(ctx)
+}
+
+// Fetch starts fetching the value at once and returns without waiting: a
+// Release right after it still lets the fetch complete.
+func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
+	f := &Future[T]{done: make(chan struct{})}
 	ch := make(chan core.FetchResult, 1)
 	r.state.mu.Lock()
 	released := r.state.released
@@ -118,7 +147,6 @@ func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
 	_, hasDeadline := ctx.Deadline()
 	var fetchID uint64
 	start := time.Now()
-	defer func() { r.w.metrics.observeFetch(time.Since(start)) }()
 	r.w.apply(func(c *core.Core) {
 		fetchID = c.Fetch(h)
 		r.w.fetches[fetchID] = ch
@@ -126,23 +154,23 @@ func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
 			r.w.fetchDue[fetchID] = time.Now().Add(r.w.cfg.CallTimeout)
 		}
 	})
-	select {
-	case fr := <-ch:
-		if err := fetchError(fr, "remote"); err != nil {
-			return zero, err
+	go func() {
+		defer close(f.done)
+		defer func() { r.w.metrics.observeFetch(time.Since(start)) }()
+		select {
+		case fr := <-ch:
+			if f.err = fetchError(fr, "remote"); f.err == nil {
+				f.err = r.w.cfg.Codec.Unmarshal(fr.Value, &f.v)
+			}
+		case <-ctx.Done():
+			r.w.mu.Lock()
+			delete(r.w.fetches, fetchID)
+			delete(r.w.fetchDue, fetchID)
+			r.w.mu.Unlock()
+			f.err = ctx.Err()
 		}
-		var v T
-		if err := r.w.cfg.Codec.Unmarshal(fr.Value, &v); err != nil {
-			return zero, err
-		}
-		return v, nil
-	case <-ctx.Done():
-		r.w.mu.Lock()
-		delete(r.w.fetches, fetchID)
-		delete(r.w.fetchDue, fetchID)
-		r.w.mu.Unlock()
-		return zero, ctx.Err()
-	}
+	}()
+	return f
 }
 
 // LocalValue returns the value on its owner without any message; elsewhere
@@ -220,10 +248,12 @@ func (r *RRef[T]) markReleased() {
 	r.state.mu.Unlock()
 }
 
-func (w *Worker) call(ctx context.Context, to string, fn string, args []byte, refs []core.HandleID) (core.CallResult, error) {
+// startCall sends a call at once: its RRef arguments are forked now, so the
+// caller may release them as soon as this returns.
+func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byte, refs []core.HandleID) (uint64, chan core.CallResult, error) {
 	id, err := w.idOf(to)
 	if err != nil {
-		return core.CallResult{}, err
+		return 0, nil, err
 	}
 	ch := make(chan core.CallResult, 1)
 	var callID uint64
@@ -238,8 +268,13 @@ func (w *Worker) call(ctx context.Context, to string, fn string, args []byte, re
 		}
 	})
 	if err != nil {
-		return core.CallResult{}, fmt.Errorf("%w: %v", ErrPeerFailed, err)
+		return 0, nil, fmt.Errorf("%w: %v", ErrPeerFailed, err)
 	}
+	return callID, ch, nil
+}
+
+// awaitCall waits for a started call's result.
+func (w *Worker) awaitCall(ctx context.Context, callID uint64, ch chan core.CallResult) (core.CallResult, error) {
 	select {
 	case res := <-ch:
 		return res, nil
@@ -280,7 +315,16 @@ func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, er
 	if err != nil {
 		return zero, err
 	}
-	res, err := w.call(ctx, to, fn, args, refs)
+	callID, ch, err := w.startCall(ctx, to, fn, args, refs)
+	if err != nil {
+		return zero, err
+	}
+	return finishCall[R](ctx, w, fn, callID, ch)
+}
+
+func finishCall[R any](ctx context.Context, w *Worker, fn string, callID uint64, ch chan core.CallResult) (R, error) {
+	var zero R
+	res, err := w.awaitCall(ctx, callID, ch)
 	if err != nil {
 		return zero, err
 	}
@@ -309,12 +353,25 @@ func (f *Future[R]) Wait(ctx context.Context) (R, error) {
 	}
 }
 
-// Go calls fn on worker to without waiting (rpc_async).
+// Go calls fn on worker to without waiting (rpc_async). The call leaves
+// before Go returns, RRef arguments already forked: the caller may release
+// them at once.
 func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[R] {
 	f := &Future[R]{done: make(chan struct{})}
+	args, refs, err := encodeArg(w, arg)
+	var callID uint64
+	var ch chan core.CallResult
+	if err == nil {
+		callID, ch, err = w.startCall(ctx, to, fn, args, refs)
+	}
+	if err != nil {
+		f.err = err
+		close(f.done)
+		return f
+	}
 	go func() {
 		defer close(f.done)
-		f.v, f.err = Call[R](ctx, w, to, fn, arg)
+		f.v, f.err = finishCall[R](ctx, w, fn, callID, ch)
 	}()
 	return f
 }

@@ -62,6 +62,10 @@ type Config struct {
 	FIFO fifo.Config
 	// Logger receives protocol errors and peer failures (default slog.Default()).
 	Logger *slog.Logger
+	// Jitter, for testing only, delays each protocol message by the duration
+	// it returns before sending it, so messages overtake one another (the
+	// protocol assumes no delivery order; this makes tests exercise that).
+	Jitter func() time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -98,6 +102,7 @@ type Worker struct {
 	// deadlines of calls and fetches whose context had none: one sweeper
 	// fails the overdue ones, instead of a timer per call.
 	callDue, fetchDue map[uint64]time.Time
+	kept              map[core.HandleID]bool // argument RRefs a function kept
 	dead              map[core.WorkerID]bool
 
 	fmu   sync.RWMutex
@@ -110,8 +115,9 @@ type Worker struct {
 	wg       sync.WaitGroup
 	closed   atomic.Bool
 
-	running atomic.Int64 // user functions running; Shutdown waits for them
-	metrics *metrics
+	running   atomic.Int64 // user functions running; Shutdown waits for them
+	jittering atomic.Int64 // messages held back by Config.Jitter
+	metrics   *metrics
 
 	stats struct {
 		sent, received, bytesOut, bytesIn atomic.Uint64
@@ -122,7 +128,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: map[uint64]chan core.CallResult{}, fetches: map[uint64]chan core.FetchResult{},
-		callDue: map[uint64]time.Time{}, fetchDue: map[uint64]time.Time{},
+		callDue: map[uint64]time.Time{}, fetchDue: map[uint64]time.Time{}, kept: map[core.HandleID]bool{},
 		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	w.metrics = newMetrics(w)
@@ -217,6 +223,22 @@ type outbox struct {
 }
 
 func (w *Worker) send(m core.Envelope) {
+	if w.cfg.Jitter != nil {
+		if d := w.cfg.Jitter(); d > 0 {
+			w.jittering.Add(1)
+			time.AfterFunc(d, func() {
+				defer w.jittering.Add(-1)
+				if !w.closed.Load() {
+					w.sendNow(m)
+				}
+			})
+			return
+		}
+	}
+	w.sendNow(m)
+}
+
+func (w *Worker) sendNow(m core.Envelope) {
 	ob := w.outboxes[m.To-1]
 	if ob == nil {
 		return
@@ -375,6 +397,10 @@ func (w *Worker) run(run core.Run) {
 		// The call's arguments and the handles it returned (now forked to
 		// the caller) are this worker's to drop.
 		for _, x := range run.Handles {
+			if w.kept[x] {
+				delete(w.kept, x)
+				continue
+			}
 			c.Release(x)
 		}
 		for _, x := range refs {
@@ -440,15 +466,26 @@ type DebugInfo struct {
 	MessagesSent, MessagesReceived uint64
 	BytesSent, BytesReceived       uint64
 	PendingCalls, PendingFetches   int
+	// Outgoing counts messages not yet handed to the transport (queued or
+	// held back by Jitter) and functions still running.
+	Outgoing int
 }
 
 // DebugInfo returns the worker's counters.
 func (w *Worker) DebugInfo() DebugInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	out := int(w.jittering.Load() + w.running.Load())
+	for _, ob := range w.outboxes {
+		if ob != nil {
+			ob.mu.Lock()
+			out += len(ob.frames) + ob.sending
+			ob.mu.Unlock()
+		}
+	}
 	return DebugInfo{Counters: w.c.Counters(), MessagesSent: w.stats.sent.Load(), MessagesReceived: w.stats.received.Load(),
 		BytesSent: w.stats.bytesOut.Load(), BytesReceived: w.stats.bytesIn.Load(),
-		PendingCalls: len(w.calls), PendingFetches: len(w.fetches)}
+		PendingCalls: len(w.calls), PendingFetches: len(w.fetches), Outgoing: out}
 }
 
 // LeakError lists what was still held when a graceful shutdown gave up.
@@ -481,7 +518,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		n := w.c.Counters()
-		idle := n.Clean() && len(w.calls) == 0 && len(w.fetches) == 0 && w.running.Load() == 0 && queued == 0
+		idle := n.Clean() && len(w.calls) == 0 && len(w.fetches) == 0 && w.running.Load() == 0 && queued == 0 && w.jittering.Load() == 0
 		dump := ""
 		if !idle && ctx.Err() != nil {
 			dump = w.c.Dump()
