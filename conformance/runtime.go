@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -45,6 +47,13 @@ func runtimeSupported(sc *Scenario) string {
 // expectations, every fetch's result (S4), termination (L1) and, once every
 // handle is released, that nothing is left on any live worker (L2).
 func ExploreRuntime(sc *Scenario, runs int, seed int64) RuntimeResult {
+	return ExploreRuntimeOver(sc, "mem", runs, seed)
+}
+
+// ExploreRuntimeOver is ExploreRuntime over transport "mem" (workers in one
+// group, in-memory rings) or "shm" (every worker its own Start, each pair
+// joined by shared memory, as processes on one host would be).
+func ExploreRuntimeOver(sc *Scenario, transport string, runs int, seed int64) RuntimeResult {
 	start := time.Now()
 	r := RuntimeResult{Scenario: sc.Name}
 	if why := runtimeSupported(sc); why != "" {
@@ -53,7 +62,7 @@ func ExploreRuntime(sc *Scenario, runs int, seed int64) RuntimeResult {
 	}
 	for i := 0; i < runs; i++ {
 		r.Runs++
-		if v := runRuntime(sc, seed+int64(i)); v != nil {
+		if v := runRuntime(sc, transport, seed+int64(i)); v != nil {
 			r.Violation, r.Seed = v, seed+int64(i)
 			break
 		}
@@ -110,7 +119,43 @@ func errKind(err error) string {
 	return "other: " + err.Error()
 }
 
-func runRuntime(sc *Scenario, seed int64) *Violation {
+var shmGroups atomic.Int64
+
+// startWorkers makes the scenario's workers over the transport.
+func startWorkers(names []string, transport string, cfg worker.Config) ([]*worker.Worker, error) {
+	if transport != "shm" {
+		return worker.NewGroup(names, cfg)
+	}
+	group := fmt.Sprintf("shm:rc%d-%d", os.Getpid(), shmGroups.Add(1))
+	peers := make([]worker.Peer, len(names))
+	for i, n := range names {
+		peers[i] = worker.Peer{Name: n, Addr: group}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws := make([]*worker.Worker, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws[i], errs[i] = worker.Start(ctx, n, peers, []byte("conformance"), cfg)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, w := range ws {
+			if w != nil {
+				w.Close()
+			}
+		}
+		return nil, err
+	}
+	return ws, nil
+}
+
+func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 	const stepTimeout = 5 * time.Second
 	var rmu sync.Mutex
 	rng := rand.New(rand.NewSource(seed))
@@ -120,7 +165,7 @@ func runRuntime(sc *Scenario, seed int64) *Violation {
 		return time.Duration(rng.Intn(300)) * time.Microsecond
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ws, err := worker.NewGroup(sc.Workers, worker.Config{Logger: quiet, Jitter: jitter, CallTimeout: 10 * time.Second})
+	ws, err := startWorkers(sc.Workers, transport, worker.Config{Logger: quiet, Jitter: jitter, CallTimeout: 10 * time.Second})
 	if err != nil {
 		return &Violation{Invariant: "runtime", Detail: err.Error()}
 	}

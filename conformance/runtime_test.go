@@ -30,3 +30,20 @@ func TestCorpusOnRuntime(t *testing.T) {
 		t.Errorf("only %d scenarios ran on the runtime", ran)
 	}
 }
+
+// TestCorpusOnRuntimeSHM runs it again with every pair over shared memory.
+func TestCorpusOnRuntimeSHM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("maps shared memory for every pair of every scenario")
+	}
+	defer goleak.VerifyNone(t)
+	scs, err := Corpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range scs {
+		if r := ExploreRuntimeOver(sc, "shm", 1, 7); r.Violation != nil {
+			t.Errorf("%s (seed %d): %v", sc.Name, r.Seed, r.Violation)
+		}
+	}
+}

@@ -49,6 +49,7 @@ any scenario fails.`)
 	quiet := fs.Bool("q", false, "no progress bar")
 	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over the mem transport, random message delays)")
 	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
+	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory) or shm (each pair over shared memory)")
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
@@ -77,7 +78,11 @@ any scenario fails.`)
 		return ExitFail
 	}
 	if *target == "runtime" {
-		return runRuntimeTarget(env, scs, *runs, *seed)
+		if *transport != "mem" && *transport != "shm" {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -transport %q (mem or shm)\n", *transport)
+			return ExitUsage
+		}
+		return runRuntimeTarget(env, scs, *transport, *runs, *seed)
 	}
 	if *replay != "" {
 		if len(scs) != 1 {
@@ -181,11 +186,11 @@ func isTerminal(w io.Writer) bool {
 }
 
 // runRuntimeTarget runs scenarios against real workers.
-func runRuntimeTarget(env *Env, scs []*conformance.Scenario, runs int, seed int64) int {
+func runRuntimeTarget(env *Env, scs []*conformance.Scenario, transport string, runs int, seed int64) int {
 	fmt.Fprintf(env.Stdout, "%-36s %6s %9s  %s\n", "scenario", "runs", "time", "result")
 	failed, skipped := 0, 0
 	for _, sc := range scs {
-		r := conformance.ExploreRuntime(sc, runs, seed)
+		r := conformance.ExploreRuntimeOver(sc, transport, runs, seed)
 		switch {
 		case r.Skipped != "":
 			skipped++
