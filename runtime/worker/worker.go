@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,16 +160,19 @@ func (w *Worker) nameOf(id core.WorkerID) string {
 }
 
 // apply runs f on the core under the lock, then acts on what it produced.
-func (w *Worker) apply(f func(c *core.Core)) {
+// It reports whether another goroutine was handed work (a function to run,
+// a result to take).
+func (w *Worker) apply(f func(c *core.Core)) bool {
 	w.mu.Lock()
 	f(w.c)
 	r := w.c.TakeReady()
 	w.mu.Unlock()
-	w.effects(r)
+	return w.effects(r)
 }
 
 // effects acts on a core's outputs, outside the lock.
-func (w *Worker) effects(r core.Ready) {
+func (w *Worker) effects(r core.Ready) (handedOff bool) {
+	handedOff = len(r.Runs) > 0 || len(r.Fetches) > 0 || len(r.Calls) > 0
 	for _, err := range r.Errors {
 		w.cfg.Logger.Warn("rref protocol error", "worker", w.name, "err", err)
 	}
@@ -209,8 +213,11 @@ func (w *Worker) effects(r core.Ready) {
 		w.send(m)
 	}
 	for _, m := range self {
-		w.apply(func(c *core.Core) { c.Deliver(w.id, m.Msg) })
+		if w.apply(func(c *core.Core) { c.Deliver(w.id, m.Msg) }) {
+			handedOff = true
+		}
 	}
+	return handedOff
 }
 
 // outbox queues frames for one peer. A receive loop never blocks on a send:
@@ -325,7 +332,11 @@ func (w *Worker) receive(from core.WorkerID, conn *fifo.Conn) {
 		w.stats.received.Add(1)
 		w.stats.bytesIn.Add(uint64(len(frame)))
 		w.metrics.count("in", frame)
-		w.apply(func(c *core.Core) { c.DeliverFrame(from, frame, nil) })
+		if w.apply(func(c *core.Core) { c.DeliverFrame(from, frame, nil) }) {
+			// The goroutine just handed work sits in this processor's run
+			// queue; let it run now rather than after this loop's next spin.
+			runtime.Gosched()
+		}
 	}
 }
 
