@@ -189,44 +189,33 @@ func (c *Core) refuse(from WorkerID, code rref.Code, format string, args ...any)
 	return err
 }
 
-func (c *Core) stepFork(f *forkRec, e rref.ForkEvent) genrt.Outcome {
-	next, out, err := rref.StepFork(f.state, e)
+// step applies event e to the machine whose state is *state with that
+// machine's generated step function; an illegal transition is recorded and
+// changes nothing.
+func step[S, E any](c *Core, state *S, e E, stepFn func(S, E) (S, genrt.Outcome, error)) genrt.Outcome {
+	next, out, err := stepFn(*state, e)
 	if err != nil {
 		c.illegal(err)
 		return 0
 	}
-	f.state = next
+	*state = next
 	return out
+}
+
+func (c *Core) stepFork(f *forkRec, e rref.ForkEvent) genrt.Outcome {
+	return step(c, &f.state, e, rref.StepFork)
 }
 
 func (c *Core) stepOwner(o *ownerRec, e rref.OwnerEvent) genrt.Outcome {
-	next, out, err := rref.StepOwner(o.state, e)
-	if err != nil {
-		c.illegal(err)
-		return 0
-	}
-	o.state = next
-	return out
+	return step(c, &o.state, e, rref.StepOwner)
 }
 
 func (c *Core) stepUser(u *userRec, e rref.UserEvent) genrt.Outcome {
-	next, out, err := rref.StepUser(u.state, e)
-	if err != nil {
-		c.illegal(err)
-		return 0
-	}
-	u.state = next
-	return out
+	return step(c, &u.state, e, rref.StepUser)
 }
 
 func (c *Core) stepPin(p *pinRec, e rref.ChildPinEvent) genrt.Outcome {
-	next, out, err := rref.StepChildPin(p.state, e)
-	if err != nil {
-		c.illegal(err)
-		return 0
-	}
-	p.state = next
-	return out
+	return step(c, &p.state, e, rref.StepChildPin)
 }
 
 func (c *Core) tombstone(id RRefID, kind ErrorKind) {
