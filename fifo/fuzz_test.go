@@ -1,11 +1,26 @@
 package fifo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"testing"
+	"time"
 )
+
+// streamConn is a net.Conn that reads a fixed byte stream, then EOF, and
+// discards writes: the fuzzed peer, without a second goroutine.
+type streamConn struct{ r *bytes.Reader }
+
+func (s *streamConn) Read(p []byte) (int, error)       { return s.r.Read(p) }
+func (s *streamConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (s *streamConn) Close() error                     { return nil }
+func (s *streamConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (s *streamConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (s *streamConn) SetDeadline(time.Time) error      { return nil }
+func (s *streamConn) SetReadDeadline(time.Time) error  { return nil }
+func (s *streamConn) SetWriteDeadline(time.Time) error { return nil }
 
 const fuzzCells = 64
 
@@ -70,12 +85,7 @@ func FuzzTCPFrames(f *testing.F) {
 	f.Add([]byte{frameClose})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		cfg := mustDefaults(Config{Cells: fuzzCells, MaxMessage: 1 << 12, Spin: 1})
-		client, server := net.Pipe()
-		c := newTCPLink(server, cfg)
-		go func() {
-			client.Write(stream)
-			client.Close()
-		}()
+		c := newTCPLink(&streamConn{r: bytes.NewReader(stream)}, cfg)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		var buf []byte
