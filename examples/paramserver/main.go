@@ -181,7 +181,12 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w, err := worker.Start(ctx, *name, peers, []byte(*secret), worker.Config{})
+	s := &server{w: make([]float64, len(target)), finished: make(chan string, len(peers))}
+	cfg := worker.Config{}
+	if *name == "server" {
+		cfg.Setup = s.register // before any trainer can connect and call
+	}
+	w, err := worker.Start(ctx, *name, peers, []byte(*secret), cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -195,8 +200,6 @@ func main() {
 		fmt.Printf("%s: trained %d steps\n", *name, *steps)
 		return
 	}
-	s := &server{w: make([]float64, len(target)), finished: make(chan string, len(peers))}
-	s.register(w)
 	fmt.Printf("server: loss %.4f, waiting for %d trainers\n", s.loss(), len(peers)-1)
 	for i := 1; i < len(peers); i++ {
 		select {

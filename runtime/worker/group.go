@@ -22,6 +22,9 @@ func NewGroup(names []string, cfg Config) ([]*Worker, error) {
 	ws := make([]*Worker, len(names))
 	for i := range names {
 		ws[i] = newWorker(names, core.WorkerID(i+1), cfg)
+		if cfg.Setup != nil {
+			cfg.Setup(ws[i])
+		}
 	}
 	for i := range ws {
 		for j := i + 1; j < len(ws); j++ {
@@ -79,6 +82,9 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		return nil, fmt.Errorf("%w %q: not among the peers", ErrUnknownWorker, self)
 	}
 	w := newWorker(names, core.WorkerID(me+1), cfg)
+	if cfg.Setup != nil {
+		cfg.Setup(w)
+	}
 	fail := func(err error) (*Worker, error) {
 		w.Close()
 		return nil, err

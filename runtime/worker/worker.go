@@ -63,6 +63,9 @@ type Config struct {
 	FIFO fifo.Config
 	// Logger receives protocol errors and peer failures (default slog.Default()).
 	Logger *slog.Logger
+	// Setup, when set, runs on each new worker before any peer is connected:
+	// register functions here, so no call can arrive before its function.
+	Setup func(w *Worker)
 	// Jitter, for testing only, delays each protocol message by the duration
 	// it returns before sending it, so messages overtake one another (the
 	// protocol assumes no delivery order; this makes tests exercise that).

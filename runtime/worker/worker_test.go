@@ -295,15 +295,18 @@ func runPeer(spec string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w, err := Start(ctx, "B", peers, secret, Config{Logger: quiet})
+	bye := make(chan struct{})
+	setup := func(w *Worker) {
+		Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		Register(w, "fetch", func(ctx context.Context, r *RRef[int]) (int, error) { return r.ToHere(ctx) })
+		Register(w, "bye", func(ctx context.Context, _ int) (int, error) { close(bye); return 0, nil })
+	}
+	// Registered before any peer connects: A may call the moment it can.
+	w, err := Start(ctx, "B", peers, secret, Config{Logger: quiet, Setup: setup})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		return 2
 	}
-	bye := make(chan struct{})
-	Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
-	Register(w, "fetch", func(ctx context.Context, r *RRef[int]) (int, error) { return r.ToHere(ctx) })
-	Register(w, "bye", func(ctx context.Context, _ int) (int, error) { close(bye); return 0, nil })
 	select {
 	case <-bye:
 	case <-ctx.Done():
