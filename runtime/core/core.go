@@ -98,12 +98,8 @@ type Core struct {
 	calls   map[uint64]WorkerID
 	dead    map[WorkerID]bool
 
-	tombs     map[RRefID]tombstone
-	goneForks map[ForkID]struct{} // recently deleted forks, so a resend cannot revive one
-	goneRing  []ForkID
-	goneNext  int
-	tombRing  []RRefID
-	tombNext  int
+	tombs     bounded[RRefID, tombstone] // freed or never-created values
+	goneForks bounded[ForkID, struct{}]  // recently deleted forks, so a resend cannot revive one
 	tombLimit int
 
 	dupes, bad, illegals int
@@ -133,13 +129,13 @@ func New(self WorkerID, opts ...Option) *Core {
 		fetches:   map[uint64]fetchRec{},
 		calls:     map[uint64]WorkerID{},
 		dead:      map[WorkerID]bool{},
-		tombs:     map[RRefID]tombstone{},
-		goneForks: map[ForkID]struct{}{},
 		tombLimit: DefaultTombstones,
 	}
 	for _, o := range opts {
 		o(c)
 	}
+	c.tombs = newBounded[RRefID, tombstone](c.tombLimit)
+	c.goneForks = newBounded[ForkID, struct{}](c.tombLimit)
 	return c
 }
 
@@ -218,19 +214,7 @@ func (c *Core) stepPin(p *pinRec, e rref.ChildPinEvent) genrt.Outcome {
 	return step(c, &p.state, e, rref.StepChildPin)
 }
 
-func (c *Core) tombstone(id RRefID, kind ErrorKind) {
-	if _, ok := c.tombs[id]; ok {
-		return
-	}
-	if len(c.tombRing) < c.tombLimit {
-		c.tombRing = append(c.tombRing, id)
-	} else {
-		delete(c.tombs, c.tombRing[c.tombNext])
-		c.tombRing[c.tombNext] = id
-		c.tombNext = (c.tombNext + 1) % c.tombLimit
-	}
-	c.tombs[id] = tombstone{kind: kind}
-}
+func (c *Core) tombstone(id RRefID, kind ErrorKind) { c.tombs.add(id, tombstone{kind: kind}) }
 
 // storeFork writes a fork back; a fork in a final state is dropped from its
 // owner and remembered, boundedly, as gone, so memory follows live forks only.
@@ -240,21 +224,11 @@ func (c *Core) storeFork(o *ownerRec, id ForkID, f forkRec) {
 		return
 	}
 	delete(o.forks, id)
-	if _, ok := c.goneForks[id]; ok {
-		return
-	}
-	if len(c.goneRing) < c.tombLimit {
-		c.goneRing = append(c.goneRing, id)
-	} else {
-		delete(c.goneForks, c.goneRing[c.goneNext])
-		c.goneRing[c.goneNext] = id
-		c.goneNext = (c.goneNext + 1) % c.tombLimit
-	}
-	c.goneForks[id] = struct{}{}
+	c.goneForks.add(id, struct{}{})
 }
 
 func (c *Core) forkGone(id ForkID) bool {
-	_, ok := c.goneForks[id]
+	_, ok := c.goneForks.get(id)
 	return ok
 }
 
@@ -271,7 +245,7 @@ func (c *Core) ownerFor(id RRefID) (*ownerRec, ErrorKind) {
 	if o := c.owners[id]; o != nil {
 		return o, rref.ErrorKindNone
 	}
-	if t, ok := c.tombs[id]; ok {
+	if t, ok := c.tombs.get(id); ok {
 		return nil, t.kind
 	}
 	if id.Worker == c.self {

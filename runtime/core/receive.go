@@ -81,11 +81,11 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	if err := c.checkDescs(from, rref.CodeRemoteCall, m.RRefs); err != nil {
 		return err
 	}
-	if _, gone := c.tombs[m.RRef]; gone && !mutant(mutLateRemoteRecreates) {
+	if _, gone := c.tombs.get(m.RRef); gone && !mutant(mutLateRemoteRecreates) {
 		c.dupes++ // a resent RemoteCall never re-creates a freed value
 		return nil
 	} else if gone {
-		delete(c.tombs, m.RRef)
+		delete(c.tombs.m, m.RRef) // the mutant forgets the value was freed
 	}
 	o, _ := c.ownerFor(m.RRef)
 	if o == nil {
@@ -238,7 +238,7 @@ func (c *Core) resolvePin(child ForkID, p *pinRec, e rref.ChildPinEvent) {
 }
 
 func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
-	if t, gone := c.tombs[m.RRef]; gone {
+	if t, gone := c.tombs.get(m.RRef); gone {
 		if t.kind == rref.ErrorKindDeleted {
 			c.dupes++
 		}

@@ -52,10 +52,8 @@ func (c *Core) Clone() *Core {
 	d.fetches = maps.Clone(c.fetches)
 	d.calls = maps.Clone(c.calls)
 	d.dead = maps.Clone(c.dead)
-	d.tombs = maps.Clone(c.tombs)
-	d.tombRing = slices.Clone(c.tombRing)
-	d.goneForks = maps.Clone(c.goneForks)
-	d.goneRing = slices.Clone(c.goneRing)
+	d.tombs = c.tombs.clone()
+	d.goneForks = c.goneForks.clone()
 	d.ready = Ready{}
 	return &d
 }
@@ -130,12 +128,12 @@ func (c *Core) AppendState(b []byte) []byte {
 	for _, w := range dead {
 		b = u(b, uint64(w))
 	}
-	b = u(b, uint64(len(c.tombs)))
-	for _, id := range sortedRRefs(c.tombs) {
+	b = u(b, uint64(len(c.tombs.m)))
+	for _, id := range sortedRRefs(c.tombs.m) {
 		b = rref.AppendRRefID(b, &id)
 	}
-	b = u(b, uint64(len(c.goneForks)))
-	for _, id := range sortedForks(c.goneForks) {
+	b = u(b, uint64(len(c.goneForks.m)))
+	for _, id := range sortedForks(c.goneForks.m) {
 		b = rref.AppendForkID(b, &id)
 	}
 	return b
@@ -246,9 +244,9 @@ func (c *Core) Dump() string {
 		p := c.pins[fid]
 		fmt.Fprintf(&b, "pin %s parent=%s child=%d %s\n", fmtFork(fid), fmtFork(p.parent), p.child, p.state)
 	}
-	if len(c.tombs) > 0 {
+	if len(c.tombs.m) > 0 {
 		var ts []string
-		for _, id := range sortedRRefs(c.tombs) {
+		for _, id := range sortedRRefs(c.tombs.m) {
 			ts = append(ts, fmtRRef(id))
 		}
 		fmt.Fprintf(&b, "tombstones %s\n", strings.Join(ts, " "))
