@@ -16,12 +16,10 @@ import (
 // Release it when done; an RRef dropped without Release is released by a
 // cleanup once the garbage collector finds it unreachable.
 type RRef[T any] struct {
-	w      *Worker
-	h      core.HandleID
-	owner  core.WorkerID
-	once   sync.Once
-	relErr error
-	state  *releaseState
+	w     *Worker
+	h     core.HandleID
+	owner core.WorkerID
+	state *releaseState
 }
 
 // releaseState is shared with the cleanup, which must not reach the RRef.

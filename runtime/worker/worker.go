@@ -22,7 +22,6 @@ import (
 
 	"github.com/rrefkit/rref/fifo"
 	"github.com/rrefkit/rref/generated/rref"
-	"github.com/rrefkit/rref/genrt"
 	"github.com/rrefkit/rref/runtime/core"
 )
 
@@ -88,10 +87,6 @@ func (c Config) withDefaults() Config {
 // handler runs a registered function on encoded arguments.
 type handler func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) (result []byte, resultRefs []core.HandleID, err error)
 
-type callResult struct {
-	res core.CallResult
-}
-
 // Worker is one member of a group.
 type Worker struct {
 	cfg   Config
@@ -140,8 +135,6 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	go w.sweep()
 	return w
 }
-
-var genrtLimits = genrt.DefaultLimits
 
 // Name is this worker's name.
 func (w *Worker) Name() string { return w.name }
@@ -264,9 +257,7 @@ func (w *Worker) sendNow(m core.Envelope) {
 			if err != nil && !w.closed.Load() {
 				w.peerFailed(m.To, err)
 			} else if sent {
-				w.stats.sent.Add(1)
-				w.stats.bytesOut.Add(uint64(len(frame)))
-				w.metrics.count("out", frame)
+				w.countFrame(true, frame)
 			}
 			return
 		}
@@ -304,11 +295,21 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 				}
 				return
 			}
-			w.stats.sent.Add(1)
-			w.stats.bytesOut.Add(uint64(len(f)))
-			w.metrics.count("out", f)
+			w.countFrame(true, f)
 		}
 	}
+}
+
+// countFrame records one frame handed to, or taken from, the transport.
+func (w *Worker) countFrame(out bool, frame []byte) {
+	if out {
+		w.stats.sent.Add(1)
+		w.stats.bytesOut.Add(uint64(len(frame)))
+	} else {
+		w.stats.received.Add(1)
+		w.stats.bytesIn.Add(uint64(len(frame)))
+	}
+	w.metrics.count(out, frame)
 }
 
 // attach starts the goroutines serving the connection to peer id.
@@ -332,9 +333,7 @@ func (w *Worker) receive(from core.WorkerID, conn *fifo.Conn) {
 			}
 			return
 		}
-		w.stats.received.Add(1)
-		w.stats.bytesIn.Add(uint64(len(frame)))
-		w.metrics.count("in", frame)
+		w.countFrame(false, frame)
 		if w.apply(func(c *core.Core) { c.DeliverFrame(from, frame, nil) }) {
 			// The goroutine just handed work sits in this processor's run
 			// queue; let it run now rather than after this loop's next spin.
