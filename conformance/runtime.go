@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +80,6 @@ type rtFetch struct {
 
 type rtState struct {
 	mu      sync.Mutex
-	cond    *sync.Cond
 	handles map[string]*worker.RRef[int] // "W/x"
 	gone    map[string]bool              // released
 	fetches map[string]*rtFetch
@@ -378,7 +378,7 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 	// L2: once every handle on a live worker is released, nothing is left.
 	all := true
 	for k := range st.handles {
-		w, _, _ := cut(k)
+		w, _, _ := strings.Cut(k, "/")
 		if !dead[w] && !st.gone[k] {
 			all = false
 		}
@@ -399,13 +399,4 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 		}
 	}
 	return nil
-}
-
-func cut(k string) (string, string, bool) {
-	for i := 0; i < len(k); i++ {
-		if k[i] == '/' {
-			return k[:i], k[i+1:], true
-		}
-	}
-	return k, "", false
 }

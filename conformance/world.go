@@ -256,8 +256,6 @@ func (w *World) Step(c int) {
 	w.drain(m.to)
 }
 
-func (w *World) handle(k handleKey) *progHandle { return w.handles[k] }
-
 // enabled reports whether the next command can run now.
 func (w *World) enabled() bool {
 	if w.pc >= len(w.sc.Cmds) || w.returning {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dave/jennifer/jen"
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/tools/txtar"
 
 	"github.com/rrefkit/rref/spec"
@@ -57,43 +58,14 @@ func compareGolden(t *testing.T, path string, ar *txtar.Archive, got []File) {
 			continue
 		}
 		if !bytes.Equal(w, f.Content) {
-			t.Errorf("%s: %s differs from golden (run with -update and review the diff):\n%s", path, f.Name, firstDiff(string(w), string(f.Content)))
+			t.Errorf("%s: %s differs from golden (run with -update and review the diff; -want +got):\n%s", path, f.Name,
+				cmp.Diff(strings.Split(string(w), "\n"), strings.Split(string(f.Content), "\n")))
 		}
 		delete(want, f.Name)
 	}
 	for name := range want {
 		t.Errorf("%s: golden %s is no longer produced", path, name)
 	}
-}
-
-func firstDiff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < len(al) || i < len(bl); i++ {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return "line " + itoa(i+1) + ":\n- " + x + "\n+ " + y
-		}
-	}
-	return "(no line differs)"
-}
-
-func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(i)) }
-
-func fmtInt(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; i > 0; i /= 10 {
-		b = append([]byte{byte('0' + i%10)}, b...)
-	}
-	return string(b)
 }
 
 func TestWholeSpecGolden(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/runtime/core"
 )
@@ -265,19 +267,8 @@ func TestScripts(t *testing.T) {
 				return
 			}
 			if have != want {
-				wl, hl := strings.Split(want, "\n"), strings.Split(have, "\n")
-				for i := 0; i < len(wl) || i < len(hl); i++ {
-					var a, b string
-					if i < len(wl) {
-						a = wl[i]
-					}
-					if i < len(hl) {
-						b = hl[i]
-					}
-					if a != b {
-						t.Fatalf("%s:%d differs (run with -rewrite and review the diff):\n want %s\n have %s", path, i+1, a, b)
-					}
-				}
+				t.Fatalf("%s differs (run with -rewrite and review the diff; -want +have):\n%s", path,
+					cmp.Diff(strings.Split(want, "\n"), strings.Split(have, "\n")))
 			}
 		})
 	}
