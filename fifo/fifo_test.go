@@ -3,6 +3,7 @@ package fifo
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -430,5 +431,29 @@ func TestRecvFuncHandsPayloadInPlace(t *testing.T) {
 				t.Fatalf("fn's error: %v", err)
 			}
 		})
+	}
+}
+
+// TestSHMHandshakeChecksGeometry: a region whose cell size or count differs
+// from the attaching end's is refused.
+func TestSHMHandshakeChecksGeometry(t *testing.T) {
+	mem := alignedBytes(ringSize(16))
+	r, err := newRing(mem, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := tokenOf(secret)
+	r.writeInit(tok)
+	if err := r.checkInit(tok); err != nil {
+		t.Fatalf("matching region refused: %v", err)
+	}
+	binary.LittleEndian.PutUint32(mem[offCellSize:], 128)
+	if err := r.checkInit(tok); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "128-byte cells") {
+		t.Fatalf("other cell size: %v", err)
+	}
+	binary.LittleEndian.PutUint32(mem[offCellSize:], Cell)
+	other, _ := newRing(mem, 8)
+	if err := other.checkInit(tok); !errors.Is(err, ErrAuth) {
+		t.Fatalf("other cell count: %v", err)
 	}
 }

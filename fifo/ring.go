@@ -12,7 +12,7 @@
 // Ring region layout (offsets in bytes):
 //
 //	  0 +-----------------------------------------------------------+
-//	    | line 0: magic | version | cells | token (handshake)        |
+//	    | line 0: magic | version | cell size | cells | token        |
 //	 64 | line 1: consumed   (receiver: cells consumed; credits back) |
 //	128 | line 2: sleeping   (receiver) | wake seq (sender, futex)    |
 //	192 | line 3: heartbeat  (sender)   | closed                      |
@@ -64,7 +64,8 @@ const (
 	Immediate = Cell - headerSize
 
 	offMagic     = 0
-	offVersion   = 8
+	offVersion   = 8  // u32
+	offCellSize  = 12 // u32
 	offCells     = 16
 	offToken     = 24
 	offConsumed  = 1 * Cell
@@ -147,7 +148,8 @@ func cellsFor(n int) uint64 { return uint64(headerSize+n+Cell-1) / Cell }
 
 // writeInit stamps the handshake line.
 func (r *ring) writeInit(token []byte) {
-	binary.LittleEndian.PutUint64(r.mem[offVersion:], formatVersion)
+	binary.LittleEndian.PutUint32(r.mem[offVersion:], formatVersion)
+	binary.LittleEndian.PutUint32(r.mem[offCellSize:], Cell)
 	binary.LittleEndian.PutUint64(r.mem[offCells:], r.cells)
 	copy(r.mem[offToken:offToken+tokenSize], token)
 	atomic.StoreUint64(r.u64(offMagic), magic) // last: a peer that sees the magic sees the rest
@@ -158,8 +160,11 @@ func (r *ring) checkInit(token []byte) error {
 	if atomic.LoadUint64(r.u64(offMagic)) != magic {
 		return fmt.Errorf("%w: not an rrefkit fifo region", ErrAuth)
 	}
-	if v := binary.LittleEndian.Uint64(r.mem[offVersion:]); v != formatVersion {
+	if v := binary.LittleEndian.Uint32(r.mem[offVersion:]); v != formatVersion {
 		return fmt.Errorf("%w: format version %d, want %d", ErrAuth, v, formatVersion)
+	}
+	if s := binary.LittleEndian.Uint32(r.mem[offCellSize:]); s != Cell {
+		return fmt.Errorf("%w: %d-byte cells, want %d", ErrAuth, s, Cell)
 	}
 	if c := binary.LittleEndian.Uint64(r.mem[offCells:]); c != r.cells {
 		return fmt.Errorf("%w: %d cells, want %d", ErrAuth, c, r.cells)

@@ -26,7 +26,7 @@ const (
 	putHeader  = 1 + 8 + 4 + 4 + 4 + 1 + 1
 	bulkHeader = 1 + 4*4
 	bulkChunk  = 256 << 10
-	helloSize  = 8 + 4 + 8 + 4 + 4 + tokenSize
+	helloSize  = 8 + 4 + 4 + 8 + 4 + 4 + tokenSize
 )
 
 type tcpLink struct {
@@ -517,6 +517,7 @@ func (l *tcpLink) release() error {
 func appendHello(b []byte, cfg Config, token []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, magic)
 	b = binary.LittleEndian.AppendUint32(b, formatVersion)
+	b = binary.LittleEndian.AppendUint32(b, Cell)
 	b = binary.LittleEndian.AppendUint64(b, cfg.Cells)
 	b = binary.LittleEndian.AppendUint32(b, uint32(cfg.EagerLimit))
 	b = binary.LittleEndian.AppendUint32(b, uint32(cfg.MaxMessage))
