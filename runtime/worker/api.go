@@ -147,10 +147,7 @@ func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
 	start := time.Now()
 	r.w.apply(func(c *core.Core) {
 		fetchID = c.Fetch(h)
-		r.w.fetches[fetchID] = ch
-		if !hasDeadline {
-			r.w.fetchDue[fetchID] = time.Now().Add(r.w.cfg.CallTimeout)
-		}
+		r.w.fetches.add(fetchID, ch, r.w.defaultDue(hasDeadline))
 	})
 	go func() {
 		defer close(f.done)
@@ -162,8 +159,7 @@ func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
 			}
 		case <-ctx.Done():
 			r.w.mu.Lock()
-			delete(r.w.fetches, fetchID)
-			delete(r.w.fetchDue, fetchID)
+			r.w.fetches.take(fetchID)
 			r.w.mu.Unlock()
 			f.err = ctx.Err()
 		}
@@ -246,6 +242,14 @@ func (r *RRef[T]) markReleased() {
 	r.state.mu.Unlock()
 }
 
+// defaultDue is the deadline the sweeper enforces on a wait whose context has none.
+func (w *Worker) defaultDue(hasDeadline bool) time.Time {
+	if hasDeadline {
+		return time.Time{}
+	}
+	return time.Now().Add(w.cfg.CallTimeout)
+}
+
 // startCall sends a call at once: its RRef arguments are forked now, so the
 // caller may release them as soon as this returns.
 func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byte, refs []core.HandleID) (uint64, chan core.CallResult, error) {
@@ -259,10 +263,7 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 	w.apply(func(c *core.Core) {
 		callID, err = c.Call(id, fn, args, refs)
 		if err == nil {
-			w.calls[callID] = ch
-			if !hasDeadline {
-				w.callDue[callID] = time.Now().Add(w.cfg.CallTimeout)
-			}
+			w.calls.add(callID, ch, w.defaultDue(hasDeadline))
 		}
 	})
 	if err != nil {
@@ -278,9 +279,7 @@ func (w *Worker) awaitCall(ctx context.Context, callID uint64, ch chan core.Call
 		return res, nil
 	case <-ctx.Done():
 		w.mu.Lock()
-		_, pending := w.calls[callID]
-		delete(w.calls, callID)
-		delete(w.callDue, callID)
+		pending := w.calls.take(callID) != nil
 		w.mu.Unlock()
 		if !pending {
 			res := <-ch // answered meanwhile: drop what it returned

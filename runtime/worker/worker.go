@@ -94,15 +94,15 @@ type Worker struct {
 	id    core.WorkerID
 	names []string // index id-1
 
-	mu      sync.Mutex // guards c and the maps below
-	c       *core.Core
-	calls   map[uint64]chan core.CallResult
-	fetches map[uint64]chan core.FetchResult
-	// deadlines of calls and fetches whose context had none: one sweeper
-	// fails the overdue ones, instead of a timer per call.
-	callDue, fetchDue map[uint64]time.Time
-	kept              map[core.HandleID]bool // argument RRefs a function kept
-	dead              map[core.WorkerID]bool
+	mu sync.Mutex // guards c and the maps below
+	c  *core.Core
+	// Calls and fetches awaiting results. Those whose context had no
+	// deadline get the default one, and one sweeper fails the overdue,
+	// instead of a timer per call.
+	calls   waiting[core.CallResult]
+	fetches waiting[core.FetchResult]
+	kept    map[core.HandleID]bool // argument RRefs a function kept
+	dead    map[core.WorkerID]bool
 
 	fmu   sync.RWMutex
 	funcs map[string]handler
@@ -126,8 +126,7 @@ type Worker struct {
 func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
-		calls: map[uint64]chan core.CallResult{}, fetches: map[uint64]chan core.FetchResult{},
-		callDue: map[uint64]time.Time{}, fetchDue: map[uint64]time.Time{}, kept: map[core.HandleID]bool{},
+		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
 		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	w.metrics = newMetrics(w)
@@ -174,9 +173,7 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 	}
 	for _, fr := range r.Fetches {
 		w.mu.Lock()
-		ch := w.fetches[fr.FetchID]
-		delete(w.fetches, fr.FetchID)
-		delete(w.fetchDue, fr.FetchID)
+		ch := w.fetches.take(fr.FetchID)
 		w.mu.Unlock()
 		if ch != nil {
 			ch <- fr
@@ -184,9 +181,7 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 	}
 	for _, cr := range r.Calls {
 		w.mu.Lock()
-		ch := w.calls[cr.CallID]
-		delete(w.calls, cr.CallID)
-		delete(w.callDue, cr.CallID)
+		ch := w.calls.take(cr.CallID)
 		w.mu.Unlock()
 		if ch != nil {
 			ch <- cr
@@ -445,23 +440,8 @@ func (w *Worker) sweep() {
 		case <-w.ctx.Done():
 			return
 		case now := <-t.C:
-			var calls []chan core.CallResult
-			var fetches []chan core.FetchResult
 			w.mu.Lock()
-			for id, due := range w.callDue {
-				if now.After(due) {
-					calls = append(calls, w.calls[id])
-					delete(w.calls, id)
-					delete(w.callDue, id)
-				}
-			}
-			for id, due := range w.fetchDue {
-				if now.After(due) {
-					fetches = append(fetches, w.fetches[id])
-					delete(w.fetches, id)
-					delete(w.fetchDue, id)
-				}
-			}
+			calls, fetches := w.calls.overdue(now), w.fetches.overdue(now)
 			w.mu.Unlock()
 			for _, ch := range calls {
 				ch <- core.CallResult{Err: rref.ErrorKindTimeout, Message: errTimedOut.Error()}
@@ -498,7 +478,7 @@ func (w *Worker) DebugInfo() DebugInfo {
 	}
 	return DebugInfo{Counters: w.c.Counters(), MessagesSent: w.stats.sent.Load(), MessagesReceived: w.stats.received.Load(),
 		BytesSent: w.stats.bytesOut.Load(), BytesReceived: w.stats.bytesIn.Load(),
-		PendingCalls: len(w.calls), PendingFetches: len(w.fetches), Outgoing: out}
+		PendingCalls: w.calls.len(), PendingFetches: w.fetches.len(), Outgoing: out}
 }
 
 // LeakError lists what was still held when a graceful shutdown gave up.
@@ -531,7 +511,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		n := w.c.Counters()
-		idle := n.Clean() && len(w.calls) == 0 && len(w.fetches) == 0 && w.running.Load() == 0 && queued == 0 && w.jittering.Load() == 0
+		idle := n.Clean() && w.calls.len() == 0 && w.fetches.len() == 0 && w.running.Load() == 0 && queued == 0 && w.jittering.Load() == 0
 		dump := ""
 		if !idle && ctx.Err() != nil {
 			dump = w.c.Dump()
@@ -565,8 +545,7 @@ func (w *Worker) Close() error {
 	}
 	w.wg.Wait()
 	w.mu.Lock()
-	calls, fetches := w.calls, w.fetches
-	w.calls, w.fetches = map[uint64]chan core.CallResult{}, map[uint64]chan core.FetchResult{}
+	calls, fetches := w.calls.drain(), w.fetches.drain()
 	w.mu.Unlock()
 	for id, ch := range calls {
 		ch <- core.CallResult{CallID: id, Err: rref.ErrorKindOwnerFailed, Message: "worker closed"}

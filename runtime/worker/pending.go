@@ -1,0 +1,51 @@
+package worker
+
+import "time"
+
+// waiting tracks the calls (or fetches) awaiting their result: the channel
+// each result goes to, and a default deadline for those whose context had
+// none. The worker's lock guards it.
+type waiting[T any] struct {
+	ch  map[uint64]chan T
+	due map[uint64]time.Time
+}
+
+func newWaiting[T any]() waiting[T] {
+	return waiting[T]{ch: map[uint64]chan T{}, due: map[uint64]time.Time{}}
+}
+
+// add registers id; a zero due means the caller's context bounds the wait.
+func (p *waiting[T]) add(id uint64, ch chan T, due time.Time) {
+	p.ch[id] = ch
+	if !due.IsZero() {
+		p.due[id] = due
+	}
+}
+
+// take removes id and returns its channel, or nil when it is not waiting.
+func (p *waiting[T]) take(id uint64) chan T {
+	ch := p.ch[id]
+	delete(p.ch, id)
+	delete(p.due, id)
+	return ch
+}
+
+// overdue removes and returns the channels whose deadline is before now.
+func (p *waiting[T]) overdue(now time.Time) []chan T {
+	var out []chan T
+	for id, due := range p.due {
+		if now.After(due) {
+			out = append(out, p.take(id))
+		}
+	}
+	return out
+}
+
+// drain removes and returns every entry.
+func (p *waiting[T]) drain() map[uint64]chan T {
+	all := p.ch
+	*p = newWaiting[T]()
+	return all
+}
+
+func (p *waiting[T]) len() int { return len(p.ch) }
