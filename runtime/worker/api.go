@@ -277,6 +277,12 @@ func (w *Worker) awaitCall(ctx context.Context, callID uint64, ch chan core.Call
 	select {
 	case res := <-ch:
 		return res, nil
+	default:
+	}
+	mayBlock(ctx)
+	select {
+	case res := <-ch:
+		return res, nil
 	case <-ctx.Done():
 		w.mu.Lock()
 		pending := w.calls.take(callID) != nil
@@ -341,6 +347,12 @@ type Future[R any] struct {
 
 // Wait waits for the result.
 func (f *Future[R]) Wait(ctx context.Context) (R, error) {
+	select {
+	case <-f.done:
+		return f.v, f.err
+	default:
+	}
+	mayBlock(ctx)
 	select {
 	case <-f.done:
 		return f.v, f.err

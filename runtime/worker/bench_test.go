@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 )
 
@@ -17,6 +19,38 @@ func BenchmarkCallMem(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if _, err := Call[int64](ctx, ws[1], "server", "add", [2]int64{1, 2}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCallSHM(b *testing.B) {
+	g := fmt.Sprintf("shm:bw%d", os.Getpid())
+	peers := []Peer{{Name: "server", Addr: g}, {Name: "client", Addr: g}}
+	ctx := context.Background()
+	var server *Worker
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		server, err = Start(ctx, "server", peers, []byte("b"), Config{Logger: quiet,
+			Setup: func(w *Worker) {
+				Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+			}})
+		done <- err
+	}()
+	client, err := Start(ctx, "client", peers, []byte("b"), Config{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	defer server.Close()
+	defer client.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Call[int64](ctx, client, "server", "add", [2]int64{1, 2}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,9 +116,11 @@ type Worker struct {
 	running   atomic.Int64 // user functions running; Shutdown waits for them
 	jittering atomic.Int64 // messages held back by Config.Jitter
 	metrics   *metrics
+	rx        receivers
 
 	stats struct {
 		sent, received, bytesOut, bytesIn atomic.Uint64
+		handoffs, overruns                atomic.Uint64
 	}
 }
 
@@ -130,8 +131,10 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	w.metrics = newMetrics(w)
-	w.wg.Add(1)
+	w.rx = receivers{active: map[*receiver]struct{}{}, epoch: time.Now(), wake: make(chan struct{}, 1)}
+	w.wg.Add(2)
 	go w.sweep()
+	go w.watchdog()
 	return w
 }
 
@@ -191,9 +194,7 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 		}
 	}
 	for _, run := range r.Runs {
-		w.wg.Add(1)
-		w.running.Add(1)
-		go w.run(run)
+		w.spawn(run)
 	}
 	var self []core.Envelope
 	for _, m := range r.Messages {
@@ -312,29 +313,9 @@ func (w *Worker) attach(id core.WorkerID, conn *fifo.Conn) {
 	ob := &outbox{ready: make(chan struct{}, 1)}
 	w.peers[id-1] = conn
 	w.outboxes[id-1] = ob
-	w.wg.Add(2)
-	go w.receive(id, conn)
+	w.wg.Add(1)
 	go w.drain(id, conn, ob)
-}
-
-// receive applies every frame a peer sends until the connection ends.
-func (w *Worker) receive(from core.WorkerID, conn *fifo.Conn) {
-	defer w.wg.Done()
-	for {
-		frame, err := conn.Recv(w.ctx, nil)
-		if err != nil {
-			if !w.closed.Load() {
-				w.peerFailed(from, err)
-			}
-			return
-		}
-		w.countFrame(false, frame)
-		if w.apply(func(c *core.Core) { c.DeliverFrame(from, frame, nil) }) {
-			// The goroutine just handed work sits in this processor's run
-			// queue; let it run now rather than after this loop's next spin.
-			runtime.Gosched()
-		}
-	}
+	w.startReceiver(id, conn)
 }
 
 // peerFailed tells the core a peer died: its references are reclaimed, and
@@ -369,11 +350,21 @@ func (w *Worker) releaseAll(hs []core.HandleID) {
 	})
 }
 
-// run executes a user function the core asked for, then answers it. RRefs
-// received as arguments belong to the call: they are released when the
-// function returns (pass them on, or return them, to keep them alive).
-func (w *Worker) run(run core.Run) {
-	defer w.wg.Done()
+// spawn runs a function on a goroutine of its own.
+func (w *Worker) spawn(run core.Run) {
+	w.wg.Add(1)
+	w.running.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.execute(w.ctx, run)
+	}()
+}
+
+// execute runs a user function the core asked for, then answers it; the
+// caller has counted it in w.running. RRefs received as arguments belong to
+// the call: they are released when the function returns (pass them on, or
+// return them, to keep them alive).
+func (w *Worker) execute(ctx context.Context, run core.Run) {
 	defer w.running.Add(-1) // after the answer below is handed to the transport
 	w.fmu.RLock()
 	h := w.funcs[run.Fn]
@@ -384,7 +375,7 @@ func (w *Worker) run(run core.Run) {
 	if h == nil {
 		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, run.Fn, w.name)
 	} else {
-		result, refs, err = safeCall(w.ctx, w, h, run)
+		result, refs, err = safeCall(ctx, w, h, run)
 	}
 	kind, msg := rref.ErrorKindNone, ""
 	if err != nil {
@@ -462,6 +453,11 @@ type DebugInfo struct {
 	// Outgoing counts messages not yet handed to the transport (queued or
 	// held back by Jitter) and functions still running.
 	Outgoing int
+	// Functions run on the goroutine that received their call; Handoffs
+	// counts those that gave their connection to a new receiving goroutine
+	// because they waited in this package, Overruns those the watchdog
+	// moved because they ran past the inline limit (see receive.go).
+	Handoffs, Overruns uint64
 }
 
 // DebugInfo returns the worker's counters.
@@ -478,7 +474,8 @@ func (w *Worker) DebugInfo() DebugInfo {
 	}
 	return DebugInfo{Counters: w.c.Counters(), MessagesSent: w.stats.sent.Load(), MessagesReceived: w.stats.received.Load(),
 		BytesSent: w.stats.bytesOut.Load(), BytesReceived: w.stats.bytesIn.Load(),
-		PendingCalls: w.calls.len(), PendingFetches: w.fetches.len(), Outgoing: out}
+		PendingCalls: w.calls.len(), PendingFetches: w.fetches.len(), Outgoing: out,
+		Handoffs: w.stats.handoffs.Load(), Overruns: w.stats.overruns.Load()}
 }
 
 // LeakError lists what was still held when a graceful shutdown gave up.

@@ -1,0 +1,202 @@
+package worker
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rrefkit/rref/runtime/core"
+	"github.com/rrefkit/rref/fifo"
+)
+
+// A function a peer calls runs on the goroutine that received the call, as
+// in run-to-completion RPC systems: no goroutine is created, no hand-off
+// costs a wake-up, and the stack is already grown. A function that blocks
+// must not stall its connection, though (a function that calls back the
+// worker that called it would wait for a message its own goroutine should
+// receive), so the receiver hands its connection to a new receiving
+// goroutine:
+//   - at once, when the function waits in this package (Call, ToHere,
+//     Future.Wait, ...) with the context it was given, or one derived from it;
+//   - after inlineLimit, noticed by a watchdog, when it blocks anywhere
+//     else (a lock, a channel, a sleep) or simply runs long.
+//
+// The old goroutine finishes its function, answers it and exits. Frames
+// are still applied one at a time in order while only one goroutine
+// receives; after a hand-off the protocol needs no delivery order anyway.
+
+// inlineLimit is how long a function may hold its connection's receiving
+// goroutine before the watchdog gives the connection a new one.
+const inlineLimit = 500 * time.Microsecond
+
+// receiver is one goroutine receiving from one peer.
+type receiver struct {
+	w    *Worker
+	from core.WorkerID
+	conn *fifo.Conn
+	ctx  context.Context // w.ctx carrying this receiver, for the functions it runs
+
+	since    atomic.Int64 // when the function it runs inline started (ns since w.epoch); 0: none
+	replaced atomic.Bool  // another goroutine now receives for it
+}
+
+type receiverKey struct{}
+
+// receivers is the watchdog's view of the worker's receiving goroutines.
+type receivers struct {
+	mu     sync.Mutex
+	active map[*receiver]struct{}
+	epoch  time.Time
+	idle   atomic.Bool   // the watchdog waits for wake
+	wake   chan struct{} // cap 1
+}
+
+func (w *Worker) nanos() int64 { return int64(time.Since(w.rx.epoch)) + 1 }
+
+// startReceiver starts a goroutine receiving from peer from.
+func (w *Worker) startReceiver(from core.WorkerID, conn *fifo.Conn) {
+	r := &receiver{w: w, from: from, conn: conn}
+	r.ctx = context.WithValue(w.ctx, receiverKey{}, r)
+	w.rx.mu.Lock()
+	w.rx.active[r] = struct{}{}
+	w.rx.mu.Unlock()
+	w.wg.Add(1)
+	go r.loop()
+}
+
+// loop applies every frame the peer sends until the connection ends or
+// another receiver has taken over.
+func (r *receiver) loop() {
+	w := r.w
+	defer w.wg.Done()
+	defer func() {
+		w.rx.mu.Lock()
+		delete(w.rx.active, r)
+		w.rx.mu.Unlock()
+	}()
+	for {
+		frame, err := r.conn.Recv(w.ctx, nil)
+		if err != nil {
+			if !w.closed.Load() {
+				w.peerFailed(r.from, err)
+			}
+			return
+		}
+		w.countFrame(false, frame)
+		w.mu.Lock()
+		w.c.DeliverFrame(r.from, frame, nil)
+		rd := w.c.TakeReady()
+		w.mu.Unlock()
+		var inline []core.Run
+		inline, rd.Runs = rd.Runs, nil
+		handedOff := w.effects(rd)
+		for i, run := range inline {
+			if i > 0 || r.replaced.Load() {
+				w.spawn(run)
+				continue
+			}
+			r.runInline(run)
+		}
+		if r.replaced.Load() {
+			return
+		}
+		if handedOff {
+			// The goroutine just handed a result sits in this processor's
+			// run queue; let it run now rather than after this loop's next spin.
+			runtime.Gosched()
+		}
+	}
+}
+
+func (r *receiver) runInline(run core.Run) {
+	w := r.w
+	w.running.Add(1)
+	r.since.Store(w.nanos())
+	if w.rx.idle.Load() && w.rx.idle.CompareAndSwap(true, false) {
+		w.rx.wake <- struct{}{}
+	}
+	w.execute(r.ctx, run)
+	r.since.Store(0)
+}
+
+// handOff gives r's connection to a new receiving goroutine, once, while r
+// runs a function.
+func (r *receiver) handOff(byWatchdog bool) {
+	if r.since.Load() != 0 && !r.w.closed.Load() && r.replaced.CompareAndSwap(false, true) {
+		if byWatchdog {
+			r.w.stats.overruns.Add(1)
+		} else {
+			r.w.stats.handoffs.Add(1)
+		}
+		r.w.startReceiver(r.from, r.conn)
+	}
+}
+
+// mayBlock is called before this package waits on behalf of a function:
+// a function running on a receiver gives its connection away first.
+func mayBlock(ctx context.Context) {
+	if r, ok := ctx.Value(receiverKey{}).(*receiver); ok {
+		r.handOff(false)
+	}
+}
+
+// watchdog hands off the connections of functions that run past
+// inlineLimit. It ticks only while functions run inline, and otherwise
+// waits to be woken by the next one.
+func (w *Worker) watchdog() {
+	defer w.wg.Done()
+	t := time.NewTicker(inlineLimit / 2)
+	defer t.Stop()
+	quiet := 0
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if w.overrun() {
+			quiet = 0
+			continue
+		}
+		if quiet++; quiet < 8 {
+			continue
+		}
+		// Nothing ran inline for a while: sleep until something does. A
+		// function that started just before idle was set is seen by the
+		// second look.
+		quiet = 0
+		w.rx.idle.Store(true)
+		if w.overrun() && w.rx.idle.CompareAndSwap(true, false) {
+			continue
+		}
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.rx.wake:
+		}
+		t.Reset(inlineLimit / 2)
+	}
+}
+
+// overrun hands off the connections of functions past inlineLimit, and
+// reports whether any function runs inline.
+func (w *Worker) overrun() (busy bool) {
+	now := w.nanos()
+	var late []*receiver
+	w.rx.mu.Lock()
+	for r := range w.rx.active {
+		if s := r.since.Load(); s != 0 {
+			busy = true
+			if time.Duration(now-s) > inlineLimit {
+				late = append(late, r)
+			}
+		}
+	}
+	w.rx.mu.Unlock()
+	for _, r := range late {
+		r.handOff(true)
+	}
+	return busy
+}

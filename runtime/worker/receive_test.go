@@ -1,0 +1,81 @@
+package worker
+
+import (
+	"context"
+	"testing"
+)
+
+// A function that calls back the worker that called it, which calls it
+// again: each nested wait must free the connection it was received on.
+func TestNestedCallsBackHandOff(t *testing.T) {
+	ws := group(t, "a", "b")
+	defer shutdown(t, ws)
+	a, b := ws[0], ws[1]
+	Register(b, "ping", func(ctx context.Context, n int) (int, error) {
+		if n == 0 {
+			return 0, nil
+		}
+		v, err := Call[int](ctx, b, "a", "pong", n-1)
+		return v + 1, err
+	})
+	Register(a, "pong", func(ctx context.Context, n int) (int, error) {
+		if n == 0 {
+			return 0, nil
+		}
+		v, err := Call[int](ctx, a, "b", "ping", n-1)
+		return v + 1, err
+	})
+	got, err := Call[int](ctxT(t), a, "b", "ping", 6)
+	if err != nil || got != 6 {
+		t.Fatalf("ping 6 = %d, %v; want 6", got, err)
+	}
+	if h := a.DebugInfo().Handoffs + b.DebugInfo().Handoffs; h < 5 {
+		t.Errorf("%d hand-offs for 5 nested waits on receivers", h)
+	}
+}
+
+// A function blocked outside the package (here on a channel that a later
+// call from the same peer closes) is moved off its connection by the
+// watchdog, so the later call gets through.
+func TestBlockedFunctionOverrun(t *testing.T) {
+	ws := group(t, "a", "b")
+	defer shutdown(t, ws)
+	a, b := ws[0], ws[1]
+	gate := make(chan struct{})
+	Register(b, "wait", func(ctx context.Context, _ int) (int, error) {
+		<-gate
+		return 1, nil
+	})
+	Register(b, "open", func(ctx context.Context, _ int) (int, error) {
+		close(gate)
+		return 2, nil
+	})
+	ctx := ctxT(t)
+	waited := Go[int](ctx, a, "b", "wait", 0)
+	if v, err := Call[int](ctx, a, "b", "open", 0); err != nil || v != 2 {
+		t.Fatalf("open = %d, %v", v, err)
+	}
+	if v, err := waited.Wait(ctx); err != nil || v != 1 {
+		t.Fatalf("wait = %d, %v", v, err)
+	}
+	if n := b.DebugInfo().Overruns; n < 1 {
+		t.Errorf("the blocked function was not moved by the watchdog (overruns %d)", n)
+	}
+}
+
+// A function that drops its context (context.Background) and calls back is
+// rescued by the watchdog too.
+func TestCallBackWithoutContext(t *testing.T) {
+	ws := group(t, "a", "b")
+	defer shutdown(t, ws)
+	a, b := ws[0], ws[1]
+	Register(b, "outer", func(ctx context.Context, _ int) (int, error) {
+		return Call[int](context.Background(), b, "a", "inner", 0)
+	})
+	Register(a, "inner", func(ctx context.Context, _ int) (int, error) {
+		return Call[int](context.Background(), a, "b", "add", [2]int{3, 4})
+	})
+	if v, err := Call[int](ctxT(t), a, "b", "outer", 0); err != nil || v != 7 {
+		t.Fatalf("outer = %d, %v; want 7", v, err)
+	}
+}
