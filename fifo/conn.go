@@ -85,8 +85,15 @@ type link interface {
 	// needs ring credits itself.
 	returnCredits(consumed uint64) error
 	// park waits until the rx ring may have changed, the deadline passes, or
-	// the link fails. The caller re-checks after it returns.
-	park(ctx context.Context, pos uint64, seq uint32) error
+	// the link fails. The caller re-checks after it returns. wake says
+	// whether the peer should wake this end when it puts a message; it is
+	// false while pollers read the ring.
+	park(ctx context.Context, pos uint64, seq uint32, wake bool) error
+	// polling tells the peer not to wake this end (on), or to wake it again
+	// (off), while goroutines poll the ring; wakeSelf wakes a parked receiver
+	// of this end.
+	polling(on bool)
+	wakeSelf()
 	// waitTx waits, honouring ctx, until cond holds; cond reads state the
 	// peer's credit returns and finishes update.
 	waitTx(ctx context.Context, cond func() bool) error
@@ -128,7 +135,11 @@ type Conn struct {
 	peerCred  atomic.Uint64 // piggybacked consumption of our tx ring
 	creditLog atomic.Uint64 // credit stalls, for metrics
 
-	rxMu       sync.Mutex
+	inUse      sync.RWMutex // read-held by receivers, so Close frees the ring after they leave
+	rxMu       sync.Mutex   // taking a message; not held while waiting for one
+	parkMu     sync.Mutex   // one receiver parks at a time
+	pollers    atomic.Int32
+	parking    atomic.Int32
 	rxPos      uint64
 	rxSeq      uint32
 	rxReported uint64
@@ -331,40 +342,105 @@ func backoff(ctx context.Context, cond func() bool, check func() error) error {
 // Recv receives the next message, appending it to dst[:0].
 func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
 	out := dst[:0]
-	err := c.recv(ctx, func(p []byte) error {
+	_, err := c.recv(ctx, func(p []byte) error {
 		out = append(out, p...)
 		return nil
-	})
+	}, true)
 	return out, err
 }
 
 // RecvFunc receives the next message and hands it to fn in place, in the
 // ring or the rendezvous area, with no copy. p is valid only until fn
-// returns; fn must not call Recv or RecvFunc. fn's error is returned (the
-// message counts as received either way).
+// returns; fn must not call Recv, RecvFunc or Poll. fn's error is returned
+// (the message counts as received either way).
 func (c *Conn) RecvFunc(ctx context.Context, fn func(p []byte) error) error {
-	return c.recv(ctx, fn)
+	_, err := c.recv(ctx, fn, true)
+	return err
 }
 
-func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error) error {
+// Poll receives a message if one arrives while it polls (for the spin
+// budget, Config.Spin), handing it to fn as RecvFunc does; it never parks.
+// It reports whether it received one. Poll lets a goroutine that waits for
+// a reply read the connection itself, while another goroutine waits in Recv
+// for everything else: while any goroutine polls, the peer is asked not to
+// wake parked receivers (a wake-up is a system call), and the last poller
+// to leave wakes them if a message came meanwhile.
+func (c *Conn) Poll(fn func(p []byte) error) (bool, error) {
+	if got, err, _, _ := c.takeNow(fn); got || err != nil {
+		return got, err
+	}
+	c.inUse.RLock()
+	defer c.inUse.RUnlock()
+	if c.pollers.Add(1) == 1 {
+		c.l.polling(true)
+	}
+	got, err := c.recv(context.Background(), fn, false)
+	if c.pollers.Add(-1) == 0 && c.parking.Load() > 0 && c.broken.Load() == nil {
+		c.rxMu.Lock()
+		pos, seq := c.rxPos, c.rxSeq
+		c.rxMu.Unlock()
+		c.l.polling(false)
+		if _, ok := c.l.rx().peek(pos, seq); ok {
+			c.l.wakeSelf()
+		}
+	}
+	return got, err
+}
+
+// takeNow takes a message already published, if any, and returns where the
+// next one will be.
+func (c *Conn) takeNow(deliver func(p []byte) error) (got bool, err error, pos uint64, seq uint32) {
 	c.rxMu.Lock()
 	defer c.rxMu.Unlock()
 	// Only this end's own closure stops a receive here: what a peer
 	// published before it closed or died is still delivered.
 	if p := c.broken.Load(); p != nil {
-		return *p
+		return false, *p, 0, 0
 	}
+	got, err = c.take(c.l.rx(), deliver)
+	return got, err, c.rxPos, c.rxSeq
+}
+
+// recv takes one message. The rx lock is held only while a message is
+// taken, not while waiting for one, so receivers can wait side by side:
+// each spins, then a blocking one parks (one parker at a time). Waiting
+// receivers read-hold inUse, so Close unmaps the ring only after they left.
+func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
+	got, err, pos, seq := c.takeNow(deliver)
+	if got || err != nil {
+		return got, err
+	}
+	c.inUse.RLock()
+	defer c.inUse.RUnlock()
 	r := c.l.rx()
+	for {
+		// A blocking receiver leaves the spinning to pollers, if any.
+		if (!block || c.pollers.Load() == 0) && c.spinFor(r, pos, seq) {
+		} else if !block {
+			return false, c.err()
+		} else if err := c.park(ctx, r, pos, seq); err != nil {
+			// Deliver what arrived before the failure.
+			if got, terr, _, _ := c.takeNow(deliver); got || terr != nil {
+				return got, terr
+			}
+			return false, err
+		}
+		if got, err, pos, seq = c.takeNow(deliver); got || err != nil {
+			return got, err
+		}
+	}
+}
+
+// take delivers the next message if it has been published, skipping pads
+// (under rxMu).
+func (c *Conn) take(r *ring, deliver func(p []byte) error) (bool, error) {
 	for {
 		h, ok := r.peek(c.rxPos, c.rxSeq)
 		if !ok {
-			var err error
-			if h, err = c.wait(ctx, r); err != nil {
-				return err
-			}
+			return false, nil
 		}
 		if err := r.validate(c.rxPos, h, c.cfg.EagerLimit); err != nil {
-			return c.fail(err)
+			return false, c.fail(err)
 		}
 		if h.flags&flagCredit != 0 {
 			for {
@@ -383,23 +459,23 @@ func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error) error {
 		case kindData:
 			err := deliver(r.payload(c.rxPos, h.length))
 			c.advance(n)
-			return err
+			return true, err
 		}
 		b := r.payload(c.rxPos, 8)
 		slot, size := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:])
 		if int(size) > c.cfg.MaxMessage {
-			return c.fail(&CorruptError{Cell: c.rxPos, Why: fmt.Sprintf("rendezvous of %d bytes above the limit", size)})
+			return false, c.fail(&CorruptError{Cell: c.rxPos, Why: fmt.Sprintf("rendezvous of %d bytes above the limit", size)})
 		}
 		p, err := c.l.bulkView(slot, size)
 		if err != nil {
-			return c.fail(err)
+			return false, c.fail(err)
 		}
 		c.advance(n)
 		err = deliver(p)
 		if ferr := c.l.bulkFree(slot); ferr != nil {
-			return c.fail(ferr)
+			return true, c.fail(ferr)
 		}
-		return err
+		return true, err
 	}
 }
 
@@ -430,27 +506,39 @@ func (c *Conn) advance(n uint64) {
 	}
 }
 
-// wait polls, then parks, until message rxSeq is published. Before parking
-// on shared memory it returns every unreported credit, which costs a store.
-// Over tcp it would cost a write per message, and it is not needed for
-// progress: a message plus its pad takes under half the ring (EagerLimit is
-// at most a quarter) and unreported credit is below CreditThreshold (at most
-// half), so a sender always finds room once the receiver has caught up.
-func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
+// spinFor polls until message seq is published at pos (or was, and another
+// receiver took it), for the link's spin budget. It reports false when the
+// budget ran out or the connection failed.
+func (c *Conn) spinFor(r *ring, pos uint64, seq uint32) bool {
 	spin := c.l.spin(c.cfg.Spin)
 	for i := 0; spin < 0 || i < spin; i++ {
-		if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
-			return h, nil
+		if _, ok := r.peek(pos, seq); ok {
+			return true
 		}
 		if i&255 == 255 {
-			if err := c.err(); err != nil {
-				if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
-					return h, nil
-				}
-				return header{}, err
+			if c.err() != nil {
+				return false
 			}
 			runtime.Gosched()
 		}
+	}
+	return false
+}
+
+// park waits, one parker at a time, until message seq is published at pos.
+// Before parking on shared memory it returns every unreported credit, which
+// costs a store. Over tcp that would cost a write per message, and it is not
+// needed for progress: a message plus its pad takes under half the ring
+// (EagerLimit is at most a quarter) and unreported credit is below
+// CreditThreshold (at most half), so a sender always finds room once the
+// receiver has caught up.
+func (c *Conn) park(ctx context.Context, r *ring, pos uint64, seq uint32) error {
+	c.parkMu.Lock()
+	defer c.parkMu.Unlock()
+	c.rxMu.Lock()
+	if c.rxPos != pos {
+		c.rxMu.Unlock()
+		return nil // another receiver took it meanwhile
 	}
 	if c.rxPos != c.doneStored {
 		c.doneStored = c.rxPos
@@ -459,27 +547,25 @@ func (c *Conn) wait(ctx context.Context, r *ring) (header, error) {
 	if c.rxPos != c.rxReported && c.l.cheapCredits() {
 		c.rxReported = c.rxPos
 		if err := c.l.returnCredits(c.rxPos); err != nil {
-			return header{}, c.fail(err)
+			c.rxMu.Unlock()
+			return c.fail(err)
 		}
 	}
+	c.rxMu.Unlock()
+	c.parking.Add(1)
+	defer c.parking.Add(-1)
 	for {
-		if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
-			return h, nil
+		if _, ok := r.peek(pos, seq); ok {
+			return nil
 		}
 		if err := c.slowErr(); err != nil {
-			if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
-				return h, nil
-			}
-			return header{}, err
+			return err
 		}
 		if err := ctx.Err(); err != nil {
-			return header{}, err
+			return err
 		}
-		if err := c.l.park(ctx, c.rxPos, c.rxSeq); err != nil {
-			if h, ok := r.peek(c.rxPos, c.rxSeq); ok {
-				return h, nil // deliver what arrived before the failure
-			}
-			return header{}, err
+		if err := c.l.park(ctx, pos, seq, c.pollers.Load() == 0); err != nil {
+			return err
 		}
 	}
 }
@@ -492,9 +578,11 @@ func (c *Conn) Close() error {
 		c.broken.CompareAndSwap(nil, &closed)
 		c.l.shutdown()
 		c.txMu.Lock()
+		c.inUse.Lock() // before rxMu: a waiting receiver takes them in this order
 		c.rxMu.Lock()
 		c.closeErr = c.l.release()
 		c.rxMu.Unlock()
+		c.inUse.Unlock()
 		c.txMu.Unlock()
 	})
 	return c.closeErr

@@ -142,10 +142,12 @@ func (l *memLink) returnCredits(v uint64) error {
 	return nil
 }
 
-func (l *memLink) park(ctx context.Context, pos uint64, seq uint32) error {
+func (l *memLink) park(ctx context.Context, pos uint64, seq uint32, wake bool) error {
 	w := l.rxr.u32(offWake)
 	old := atomic.LoadUint32(w)
-	atomic.StoreUint32(l.rxr.u32(offSleeping), 1)
+	if wake {
+		atomic.StoreUint32(l.rxr.u32(offSleeping), 1)
+	}
 	if _, ok := l.rxr.peek(pos, seq); !ok && l.checkPeer() == nil {
 		if l.local != nil {
 			// In one process the scheduler should know who waits.
@@ -164,6 +166,29 @@ func (l *memLink) park(ctx context.Context, pos uint64, seq uint32) error {
 	}
 	atomic.StoreUint32(l.rxr.u32(offSleeping), 0)
 	return l.checkPeer()
+}
+
+func (l *memLink) polling(on bool) {
+	flag := l.rxr.u32(offSleeping)
+	if on {
+		if atomic.LoadUint32(flag) != 0 {
+			atomic.StoreUint32(flag, 0)
+		}
+		return
+	}
+	atomic.StoreUint32(flag, 1)
+}
+
+func (l *memLink) wakeSelf() {
+	if l.local != nil {
+		select {
+		case l.local <- struct{}{}:
+		default:
+		}
+		return
+	}
+	atomic.AddUint32(l.rxr.u32(offWake), 1)
+	futexWake(l.rxr.u32(offWake))
 }
 
 func (l *memLink) waitTx(ctx context.Context, cond func() bool) error {

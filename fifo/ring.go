@@ -7,7 +7,10 @@
 // consecutive cells and publishes it by one atomic store of its header word;
 // that store is the receiver's "remote event". The receiver polls the header
 // word at its read position, spins briefly, then parks and is woken only on an
-// idle-to-busy transition.
+// idle-to-busy transition. Several goroutines may wait on one connection: a
+// blocking Recv and pollers (Poll) that read the replies they wait for
+// themselves instead of being handed them; while any polls, the peer is told
+// not to wake the parked one.
 //
 // Ring region layout (offsets in bytes):
 //

@@ -396,7 +396,11 @@ func (l *tcpLink) readFrame() error {
 	return nil
 }
 
-func (l *tcpLink) park(ctx context.Context, pos uint64, seq uint32) error {
+// Over tcp, parking is reading the socket: no one needs waking.
+func (l *tcpLink) polling(bool) {}
+func (l *tcpLink) wakeSelf()    {}
+
+func (l *tcpLink) park(ctx context.Context, pos uint64, seq uint32, _ bool) error {
 	return l.waitFor(ctx, func() bool {
 		_, ok := l.img.peek(pos, seq)
 		return ok || l.peerClosed.Load()

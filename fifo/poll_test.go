@@ -1,0 +1,103 @@
+package fifo
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// TestPollBesideRecv has pollers read a connection while a blocking
+// receiver waits on it, with the sender pausing at random so the receiver
+// parks and the pollers come and go: every message is received exactly
+// once, and none waits for a wake-up that never comes (provider mem parks
+// with no timeout, so a lost wake-up hangs the test).
+func TestPollBesideRecv(t *testing.T) {
+	for _, name := range []string{"mem", "shm", "tcp"} {
+		pair := providers[name]
+		t.Run(name, func(t *testing.T) {
+			rapid.Check(t, func(rt *rapid.T) {
+				n := rapid.IntRange(1, 300).Draw(rt, "messages")
+				pollers := rapid.IntRange(1, 3).Draw(rt, "pollers")
+				pauses := rapid.SliceOfN(rapid.IntRange(0, 400), n, n).Draw(rt, "pauses_us")
+				// Pollers stop after a while: the blocking receiver, parked
+				// while they polled, must then be woken for the rest.
+				polls := rapid.SliceOfN(rapid.IntRange(0, 200), pollers, pollers).Draw(rt, "polls")
+				a, b := pair(t, Config{Cells: 64, Spin: rapid.SampledFrom([]int{1, 50, 4000}).Draw(rt, "spin")})
+				defer a.Close()
+				defer b.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+
+				var mu sync.Mutex
+				seen := make([]int, n)
+				total := 0
+				done := make(chan struct{})
+				record := func(p []byte) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if len(p) != 8 || binary.LittleEndian.Uint64(p) >= uint64(n) {
+						rt.Errorf("bad message %x", p)
+						return nil
+					}
+					seen[binary.LittleEndian.Uint64(p)]++
+					if total++; total == n {
+						close(done)
+					}
+					return nil
+				}
+				var wg sync.WaitGroup
+				wg.Add(1 + pollers)
+				go func() {
+					defer wg.Done()
+					for {
+						if err := b.RecvFunc(ctx, record); err != nil {
+							return
+						}
+					}
+				}()
+				for p := range pollers {
+					go func() {
+						defer wg.Done()
+						for range polls[p] {
+							select {
+							case <-done:
+								return
+							default:
+							}
+							if _, err := b.Poll(record); err != nil {
+								return
+							}
+							time.Sleep(50 * time.Microsecond)
+						}
+					}()
+				}
+				for i := range n {
+					if pauses[i] > 300 {
+						time.Sleep(time.Duration(pauses[i]-300) * 10 * time.Microsecond)
+					}
+					if err := a.Send(ctx, binary.LittleEndian.AppendUint64(nil, uint64(i))); err != nil {
+						rt.Fatal(err)
+					}
+				}
+				select {
+				case <-done:
+				case <-ctx.Done():
+					mu.Lock()
+					rt.Errorf("only %d of %d messages received", total, n)
+					mu.Unlock()
+				}
+				b.Close()
+				wg.Wait()
+				for i, k := range seen {
+					if k != 1 {
+						rt.Fatalf("message %d received %d times", i, k)
+					}
+				}
+			})
+		})
+	}
+}
