@@ -371,20 +371,45 @@ func (c *Conn) Poll(fn func(p []byte) error) (bool, error) {
 	}
 	c.inUse.RLock()
 	defer c.inUse.RUnlock()
+	c.BeginPoll()
+	defer c.endPoll()
+	return c.recv(context.Background(), fn, false)
+}
+
+// BeginPoll starts a polling session, which EndPoll must end: from now on
+// the peer does not wake parked receivers, as while Poll runs. A goroutine
+// about to send a request and poll for its reply begins the session before
+// sending, so a quick reply costs the peer no wake-up call.
+func (c *Conn) BeginPoll() {
 	if c.pollers.Add(1) == 1 {
 		c.l.polling(true)
 	}
-	got, err := c.recv(context.Background(), fn, false)
-	if c.pollers.Add(-1) == 0 && c.parking.Load() > 0 && c.broken.Load() == nil {
-		c.rxMu.Lock()
-		pos, seq := c.rxPos, c.rxSeq
-		c.rxMu.Unlock()
-		c.l.polling(false)
-		if _, ok := c.l.rx().peek(pos, seq); ok {
-			c.l.wakeSelf()
-		}
+}
+
+// EndPoll ends a polling session; the last to end wakes a parked receiver
+// if a message came meanwhile.
+func (c *Conn) EndPoll() {
+	// A read lock is not reentrant once Close waits for the write lock:
+	// Poll, which holds it, calls endPoll.
+	c.inUse.RLock()
+	defer c.inUse.RUnlock()
+	c.endPoll()
+}
+
+func (c *Conn) endPoll() {
+	if c.pollers.Add(-1) != 0 || c.parking.Load() == 0 {
+		return
 	}
-	return got, err
+	if c.broken.Load() != nil {
+		return
+	}
+	c.rxMu.Lock()
+	pos, seq := c.rxPos, c.rxSeq
+	c.rxMu.Unlock()
+	c.l.polling(false)
+	if _, ok := c.l.rx().peek(pos, seq); ok {
+		c.l.wakeSelf()
+	}
 }
 
 // takeNow takes a message already published, if any, and returns where the
@@ -554,20 +579,18 @@ func (c *Conn) park(ctx context.Context, r *ring, pos uint64, seq uint32) error 
 	c.rxMu.Unlock()
 	c.parking.Add(1)
 	defer c.parking.Add(-1)
-	for {
-		if _, ok := r.peek(pos, seq); ok {
-			return nil
-		}
-		if err := c.slowErr(); err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := c.l.park(ctx, pos, seq, c.pollers.Load() == 0); err != nil {
-			return err
-		}
+	// Once: after a wake-up the caller looks again from its read position,
+	// which another receiver may have moved (pos may even hold a later lap).
+	if _, ok := r.peek(pos, seq); ok {
+		return nil
 	}
+	if err := c.slowErr(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.l.park(ctx, pos, seq, c.pollers.Load() == 0)
 }
 
 // Close closes the connection: pending and later calls on both ends fail.

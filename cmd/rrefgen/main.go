@@ -5,9 +5,13 @@ package main
 import (
 	"os"
 
+	"github.com/rrefkit/rref/internal/bench"
 	"github.com/rrefkit/rref/internal/cli"
 )
 
 func main() {
+	if bench.ServeChild() { // rrefgen bench rpc runs its shm server as a second rrefgen
+		return
+	}
 	os.Exit(cli.Main(&cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:]))
 }

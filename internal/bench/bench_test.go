@@ -10,7 +10,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if ServeChild() {
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // TestTableMeasuresEveryCell runs the whole table with tiny durations: every
 // transport must work and fill every cell. No timing is asserted.
@@ -51,5 +56,31 @@ func TestTableMeasuresEveryCell(t *testing.T) {
 	var back []Row
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back) != len(rows) {
 		t.Errorf("json: %v", err)
+	}
+}
+
+// TestRPCTableMeasuresEveryCell runs every RPC system briefly, the
+// two-process one included (this test binary serves as its server): each
+// must answer and fill its cells. No timing is asserted.
+func TestRPCTableMeasuresEveryCell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures RPC systems")
+	}
+	rows := RPCTable(5*time.Millisecond, func(string) {})
+	if len(rows) != len(RPCSystems()) {
+		t.Fatalf("%d rows for %d systems", len(rows), len(RPCSystems()))
+	}
+	for _, r := range rows {
+		if r.Err != "" || r.RoundTripNs <= 0 || r.Calls16PerSec <= 0 {
+			t.Errorf("%s: %+v", r.System, r)
+		}
+		if strings.HasPrefix(r.System, "rrefkit") && r.RemoteToHereNs <= 0 {
+			t.Errorf("%s: no Remote + ToHere measured", r.System)
+		}
+	}
+	var text bytes.Buffer
+	WriteRPC(&text, rows, "text")
+	if !strings.Contains(text.String(), "shm, 2 procs") || !strings.Contains(text.String(), "gRPC rt / rt") {
+		t.Errorf("text table:\n%s", text.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/rpc"
 	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,8 +66,79 @@ func rrefSystem(name string, peers []worker.Peer) (*rpcSystem, error) {
 	return wrapWorkers(name, client, server), nil
 }
 
+func registerAdd(w *worker.Worker) {
+	worker.Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+}
+
+// childEnv names the environment variable that makes this program the
+// server of a two-process benchmark (see ServeChild).
+const childEnv = "RREF_BENCH_RPC_SERVER"
+
+// ServeChild runs the server of a two-process benchmark when this process
+// was started as one, until its standard input closes, and reports whether
+// it was. Programs that run RPCTable call it first thing in main (or
+// TestMain), since the benchmark starts its own executable as the server.
+func ServeChild() bool {
+	addr := os.Getenv(childEnv)
+	if addr == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	peers := []worker.Peer{{Name: "server", Addr: addr}, {Name: "client", Addr: addr}}
+	w, err := worker.Start(ctx, "server", peers, []byte("bench"), worker.Config{Logger: quietLog, Setup: registerAdd})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench server:", err)
+		os.Exit(1)
+	}
+	io.Copy(io.Discard, os.Stdin)
+	w.Close()
+	return true
+}
+
+// childSystem runs the server in a child process (this executable again).
+func childSystem(name, addr string) (*rpcSystem, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"="+addr)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	peers := []worker.Peer{{Name: "server", Addr: addr}, {Name: "client", Addr: addr}}
+	client, err := worker.Start(ctx, "client", peers, []byte("bench"), worker.Config{Logger: quietLog})
+	if err != nil {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, err
+	}
+	s := wrapClient(name, client)
+	s.close = func() {
+		client.Close()
+		stdin.Close()
+		cmd.Wait()
+	}
+	return s, nil
+}
+
 func wrapWorkers(name string, client, server *worker.Worker) *rpcSystem {
-	worker.Register(server, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+	registerAdd(server)
+	s := wrapClient(name, client)
+	s.close = func() { client.Close(); server.Close() }
+	return s
+}
+
+func wrapClient(name string, client *worker.Worker) *rpcSystem {
 	return &rpcSystem{
 		name: name,
 		call: func(ctx context.Context, a, b int64) (int64, error) {
@@ -81,7 +153,6 @@ func wrapWorkers(name string, client, server *worker.Worker) *rpcSystem {
 			r.Release()
 			return err
 		},
-		close: func() { client.Close(); server.Close() },
 	}
 }
 
@@ -109,7 +180,15 @@ func netRPCSystem() (*rpcSystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	go srv.Accept(ln)
+	go func() { // srv.Accept would log its error when the listener closes
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go srv.ServeConn(c)
+		}
+	}()
 	c, err := rpc.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		ln.Close()
@@ -176,6 +255,9 @@ var shmGroup atomic.Int64
 // RPCSystems makes every system measured, rrefkit's first.
 func RPCSystems() []func() (*rpcSystem, error) {
 	return []func() (*rpcSystem, error){
+		func() (*rpcSystem, error) {
+			return childSystem("rrefkit (shm, 2 procs)", fmt.Sprintf("shm:rb%d-%d", os.Getpid(), shmGroup.Add(1)))
+		},
 		func() (*rpcSystem, error) {
 			g := fmt.Sprintf("shm:rb%d-%d", os.Getpid(), shmGroup.Add(1))
 			return rrefSystem("rrefkit (shm)", []worker.Peer{{Name: "server", Addr: g}, {Name: "client", Addr: g}})
@@ -305,6 +387,7 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 			}
 		}
 		fmt.Fprintln(w, "\nround trip: one caller, sequential calls; gRPC rt / rt above 1 means faster than gRPC-Go unary.")
-		fmt.Fprintln(w, "All systems run client and server in this process, on loopback or shared memory, in this run.")
+		fmt.Fprintln(w, "All systems ran in this run, on loopback or shared memory; \"2 procs\" runs the server in a second process,")
+		fmt.Fprintln(w, "as shared memory is meant to be used; every other row runs client and server in this process.")
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rrefkit/rref/fifo"
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/runtime/core"
 )
@@ -250,45 +251,62 @@ func (w *Worker) defaultDue(hasDeadline bool) time.Time {
 	return time.Now().Add(w.cfg.CallTimeout)
 }
 
+// pendingCall is a call sent and not yet answered.
+type pendingCall struct {
+	id   uint64
+	to   core.WorkerID
+	ch   chan core.CallResult
+	poll *fifo.Conn // the caller reads its reply from here itself
+}
+
 // startCall sends a call at once: its RRef arguments are forked now, so the
 // caller may release them as soon as this returns.
-func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byte, refs []core.HandleID) (uint64, chan core.CallResult, error) {
+func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byte, refs []core.HandleID, poll bool) (pendingCall, error) {
 	id, err := w.idOf(to)
 	if err != nil {
-		return 0, nil, err
+		return pendingCall{}, err
 	}
-	ch := make(chan core.CallResult, 1)
-	var callID uint64
+	pc := pendingCall{to: id, ch: make(chan core.CallResult, 1)}
+	if poll {
+		pc.poll = w.beginPoll(id)
+	}
 	_, hasDeadline := ctx.Deadline()
 	w.apply(func(c *core.Core) {
-		callID, err = c.Call(id, fn, args, refs)
+		pc.id, err = c.Call(id, fn, args, refs)
 		if err == nil {
-			w.calls.add(callID, ch, w.defaultDue(hasDeadline))
+			w.calls.add(pc.id, pc.ch, w.defaultDue(hasDeadline))
 		}
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %v", ErrPeerFailed, err)
+		w.endPoll(id, pc.poll)
+		return pendingCall{}, fmt.Errorf("%w: %v", ErrPeerFailed, err)
 	}
-	return callID, ch, nil
+	return pc, nil
 }
 
-// awaitCall waits for a started call's result.
-func (w *Worker) awaitCall(ctx context.Context, callID uint64, ch chan core.CallResult) (core.CallResult, error) {
+// awaitCall waits for a started call's result, reading the connection it
+// comes from itself for a while (see pollFor) before it sleeps.
+func (w *Worker) awaitCall(ctx context.Context, pc pendingCall) (core.CallResult, error) {
+	if pc.poll != nil {
+		mayBlock(ctx)
+		w.pollFor(pc.to, pc.poll, func() bool { return len(pc.ch) > 0 })
+		w.endPoll(pc.to, pc.poll)
+	}
 	select {
-	case res := <-ch:
+	case res := <-pc.ch:
 		return res, nil
 	default:
 	}
 	mayBlock(ctx)
 	select {
-	case res := <-ch:
+	case res := <-pc.ch:
 		return res, nil
 	case <-ctx.Done():
 		w.mu.Lock()
-		pending := w.calls.take(callID) != nil
+		pending := w.calls.take(pc.id) != nil
 		w.mu.Unlock()
 		if !pending {
-			res := <-ch // answered meanwhile: drop what it returned
+			res := <-pc.ch // answered meanwhile: drop what it returned
 			w.releaseAll(res.Handles)
 		}
 		return core.CallResult{}, ctx.Err()
@@ -318,16 +336,16 @@ func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, er
 	if err != nil {
 		return zero, err
 	}
-	callID, ch, err := w.startCall(ctx, to, fn, args, refs)
+	pc, err := w.startCall(ctx, to, fn, args, refs, true)
 	if err != nil {
 		return zero, err
 	}
-	return finishCall[R](ctx, w, fn, callID, ch)
+	return finishCall[R](ctx, w, fn, pc)
 }
 
-func finishCall[R any](ctx context.Context, w *Worker, fn string, callID uint64, ch chan core.CallResult) (R, error) {
+func finishCall[R any](ctx context.Context, w *Worker, fn string, pc pendingCall) (R, error) {
 	var zero R
-	res, err := w.awaitCall(ctx, callID, ch)
+	res, err := w.awaitCall(ctx, pc)
 	if err != nil {
 		return zero, err
 	}
@@ -368,10 +386,9 @@ func (f *Future[R]) Wait(ctx context.Context) (R, error) {
 func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[R] {
 	f := &Future[R]{done: make(chan struct{})}
 	args, refs, err := encodeArg(w, arg)
-	var callID uint64
-	var ch chan core.CallResult
+	var pc pendingCall
 	if err == nil {
-		callID, ch, err = w.startCall(ctx, to, fn, args, refs)
+		pc, err = w.startCall(ctx, to, fn, args, refs, false)
 	}
 	if err != nil {
 		f.err = err
@@ -380,7 +397,7 @@ func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[
 	}
 	go func() {
 		defer close(f.done)
-		f.v, f.err = finishCall[R](ctx, w, fn, callID, ch)
+		f.v, f.err = finishCall[R](ctx, w, fn, pc)
 	}()
 	return f
 }

@@ -131,7 +131,8 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	w.metrics = newMetrics(w)
-	w.rx = receivers{active: map[*receiver]struct{}{}, epoch: time.Now(), wake: make(chan struct{}, 1)}
+	w.rx = receivers{active: map[*receiver]struct{}{}, epoch: time.Now(), wake: make(chan struct{}, 1),
+		polling: make([]atomic.Bool, len(names))}
 	w.wg.Add(2)
 	go w.sweep()
 	go w.watchdog()
