@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rrefkit/rref/runtime/core"
 	"github.com/rrefkit/rref/fifo"
+	"github.com/rrefkit/rref/runtime/core"
 )
 
 // A function a peer calls runs on the goroutine that received the call, as
