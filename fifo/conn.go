@@ -376,6 +376,11 @@ func (c *Conn) Poll(fn func(p []byte) error) (bool, error) {
 	return c.recv(context.Background(), fn, false)
 }
 
+// Polls reports whether Poll is worth calling: on shared memory a poll is
+// a load; over tcp whoever parks reads the socket, and polling the local
+// image of the ring only burns a processor.
+func (c *Conn) Polls() bool { return c.l.cheapCredits() }
+
 // BeginPoll starts a polling session, which EndPoll must end: from now on
 // the peer does not wake parked receivers, as while Poll runs. A goroutine
 // about to send a request and poll for its reply begins the session before

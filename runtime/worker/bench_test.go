@@ -26,7 +26,15 @@ func BenchmarkCallMem(b *testing.B) {
 
 func BenchmarkCallSHM(b *testing.B) {
 	g := fmt.Sprintf("shm:bw%d", os.Getpid())
-	peers := []Peer{{Name: "server", Addr: g}, {Name: "client", Addr: g}}
+	benchCall(b, []Peer{{Name: "server", Addr: g}, {Name: "client", Addr: g}})
+}
+
+func BenchmarkCallTCP(b *testing.B) {
+	benchCall(b, []Peer{{Name: "server", Addr: "127.0.0.1:7391"}, {Name: "client", Addr: "127.0.0.1:7392"}})
+}
+
+// benchCall measures Call round trips between two workers of this process.
+func benchCall(b *testing.B, peers []Peer) {
 	ctx := context.Background()
 	var server *Worker
 	done := make(chan error, 1)

@@ -215,7 +215,7 @@ func (w *Worker) takeFrame(from core.WorkerID, frame []byte) core.Ready {
 // wait to be handed their results. It returns nil when the caller should
 // not poll.
 func (w *Worker) beginPoll(peer core.WorkerID) *fifo.Conn {
-	if peer == w.id || int(peer) > len(w.peers) || w.peers[peer-1] == nil {
+	if peer == w.id || int(peer) > len(w.peers) || w.peers[peer-1] == nil || !w.peers[peer-1].Polls() {
 		return nil
 	}
 	if !w.rx.polling[peer-1].CompareAndSwap(false, true) {
