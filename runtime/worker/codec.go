@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sync"
 )
 
 // Codec turns values into bytes and back. The default, Fast, encodes []byte,
@@ -68,22 +69,30 @@ func (fastCodec) Marshal(v any) ([]byte, error) {
 			b := binary.AppendUvarint(nil, uint64(reflect.ValueOf(v).Len()))
 			return binary.Append(b, binary.LittleEndian, v)
 		}
-		if fixedSize(t) > 0 {
-			return binary.Append(nil, binary.LittleEndian, v)
+		if size := fixedSize(t); size > 0 {
+			return binary.Append(make([]byte, 0, size), binary.LittleEndian, v)
 		}
 	}
 	return Gob.Marshal(v)
 }
 
+// fixedSizes caches fixedSize by type: finding it makes a zero value.
+var fixedSizes sync.Map // reflect.Type -> int
+
 // fixedSize is the encoded size of t when encoding/binary lays it out
 // directly, else 0.
 func fixedSize(t reflect.Type) int {
+	if n, ok := fixedSizes.Load(t); ok {
+		return n.(int)
+	}
+	n := 0
 	switch t.Kind() {
 	case reflect.Array, reflect.Struct, reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-		return max(binary.Size(reflect.Zero(t).Interface()), 0)
+		n = max(binary.Size(reflect.Zero(t).Interface()), 0)
 	}
-	return 0
+	fixedSizes.Store(t, n)
+	return n
 }
 
 func (fastCodec) Unmarshal(data []byte, v any) error {

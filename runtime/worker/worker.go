@@ -238,12 +238,18 @@ func (w *Worker) send(m core.Envelope) {
 	w.sendNow(m)
 }
 
+// framePool holds buffers for frames the transport copies at once.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+const maxPooledFrame = 64 << 10
+
 func (w *Worker) sendNow(m core.Envelope) {
 	ob := w.outboxes[m.To-1]
 	if ob == nil {
 		return
 	}
-	frame := rref.AppendFrame(nil, m.Msg)
+	buf := framePool.Get().(*[]byte)
+	frame := rref.AppendFrame((*buf)[:0], m.Msg)
 	ob.mu.Lock()
 	if len(ob.frames) == 0 && ob.sending == 0 {
 		// Nothing queued ahead: send from this goroutine if the ring has room,
@@ -256,10 +262,14 @@ func (w *Worker) sendNow(m core.Envelope) {
 			} else if sent {
 				w.countFrame(true, frame)
 			}
+			if cap(frame) <= maxPooledFrame {
+				*buf = frame
+				framePool.Put(buf) // the transport copied it
+			}
 			return
 		}
 	}
-	ob.frames = append(ob.frames, frame)
+	ob.frames = append(ob.frames, frame) // the drainer owns it now
 	ob.mu.Unlock()
 	select {
 	case ob.ready <- struct{}{}:
