@@ -19,8 +19,8 @@ type Config struct {
 	BulkSlots       int           // rendezvous slots per direction, shm and mem (default 2)
 	CreditThreshold uint64        // cells consumed before an explicit credit return (default Cells/4)
 	Spin            int           // polls before parking (default 4000); negative: never park
-	Heartbeat       time.Duration // shm: liveness beat (default 50 ms)
-	DeadAfter       time.Duration // shm: a peer silent this long is dead (default 1 s)
+	Heartbeat       time.Duration // liveness beat (default 50 ms; tcp keepalive probes, in whole seconds)
+	DeadAfter       time.Duration // a peer silent this long is dead (default 1 s; tcp: unacknowledged data, or idle plus probes)
 }
 
 func (c *Config) withDefaults() (Config, error) {

@@ -531,6 +531,7 @@ func appendHello(b []byte, cfg Config, token []byte) []byte {
 func newTCPLink(nc net.Conn, cfg Config) *Conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+		watchLiveness(tc, cfg)
 	}
 	img, _ := newRing(alignedBytes(ringSize(cfg.Cells)), cfg.Cells)
 	size := max(putHeader+cfg.EagerLimit, bulkHeader+bulkChunk) + 64
@@ -541,6 +542,18 @@ func newTCPLink(nc net.Conn, cfg Config) *Conn {
 	c := newConn(l, cfg)
 	l.rxPos = c.rxDone.Load
 	return c
+}
+
+// watchLiveness makes the kernel declare the peer dead after about
+// cfg.DeadAfter of silence (the tcp counterpart of the shm heartbeat):
+// keepalive probes every cfg.Heartbeat while the connection is idle, which
+// Linux counts in whole seconds, and a bound on unacknowledged data while
+// it is not. Either ends pending and later calls with ErrPeerDead.
+func watchLiveness(tc *net.TCPConn, cfg Config) {
+	every := max(cfg.Heartbeat.Round(time.Second), time.Second)
+	tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: every, Interval: every,
+		Count: max(1, int((cfg.DeadAfter+every-1)/every))})
+	setUserTimeout(tc, cfg.DeadAfter)
 }
 
 func deadline(ctx context.Context, nc net.Conn) {

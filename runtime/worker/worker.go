@@ -57,7 +57,10 @@ type Config struct {
 	// RemoteTimeout, when set, records a Remote as timed out if the owner has
 	// not confirmed it by then: its ToHere fails with ErrTimeout.
 	RemoteTimeout time.Duration
-	// FIFO configures the transport.
+	// FIFO configures the transport, including peer liveness: a peer silent
+	// for FIFO.DeadAfter is failed (shm: its heartbeat stops; tcp: keepalive
+	// probes every FIFO.Heartbeat go unanswered, or sent data stays
+	// unacknowledged), as a closed or reset connection is at once.
 	FIFO fifo.Config
 	// Logger receives protocol errors and peer failures (default slog.Default()).
 	Logger *slog.Logger

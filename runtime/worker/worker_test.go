@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,8 +20,13 @@ import (
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv("RREF_WORKER_PEER"); spec != "" {
-		if os.Getenv("RREF_WORKER_ROLE") == "A" {
+		switch os.Getenv("RREF_WORKER_ROLE") {
+		case "A":
 			os.Exit(runClient(spec))
+		case "idle":
+			os.Exit(runIdle(spec))
+		case "partition":
+			os.Exit(runPartitioned(spec))
 		}
 		os.Exit(runPeer(spec))
 	}
@@ -490,10 +496,16 @@ func runClient(spec string) int {
 	return 0
 }
 
-// TestAcrossHosts runs two workers on two hosts: network namespaces joined by
-// a veth pair, each with its own address, talking tcp. It needs root and
-// iproute2; elsewhere it is skipped with the reason.
-func TestAcrossHosts(t *testing.T) {
+// hosts are two network namespaces joined by a veth pair, each with its
+// own address: two hosts as far as tcp can tell.
+type hosts struct {
+	nsA, nsB, vA, addrA, addrB string
+	run                         func(args ...string) error
+}
+
+// testHosts builds the two hosts, or skips the test with the reason (it
+// needs root and iproute2). They are removed when the test ends.
+func testHosts(t *testing.T) *hosts {
 	if testing.Short() {
 		t.Skip("builds network namespaces")
 	}
@@ -503,46 +515,142 @@ func TestAcrossHosts(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs iproute2's ip command for network namespaces")
 	}
-	id := os.Getpid() % 50000
-	nsA, nsB := fmt.Sprintf("rref-a-%d", id), fmt.Sprintf("rref-b-%d", id)
-	vA, vB := fmt.Sprintf("rra%d", id), fmt.Sprintf("rrb%d", id)
-	// 10.213.0.0/30 exists only inside these two namespaces.
-	addrA, addrB := "10.213.0.1", "10.213.0.2"
-	run := func(args ...string) error {
+	id := (os.Getpid()*7 + len(t.Name())) % 50000
+	h := &hosts{nsA: fmt.Sprintf("rref-a-%d", id), nsB: fmt.Sprintf("rref-b-%d", id), vA: fmt.Sprintf("rra%d", id),
+		// 10.213.0.0/30 exists only inside these two namespaces.
+		addrA: "10.213.0.1", addrB: "10.213.0.2"}
+	vB := fmt.Sprintf("rrb%d", id)
+	h.run = func(args ...string) error {
 		out, err := exec.Command("ip", args...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 		return nil
 	}
-	defer run("netns", "del", nsA)
-	defer run("netns", "del", nsB)
+	t.Cleanup(func() { h.run("netns", "del", h.nsA); h.run("netns", "del", h.nsB) })
 	for _, step := range [][]string{
-		{"netns", "add", nsA}, {"netns", "add", nsB},
-		{"link", "add", vA, "type", "veth", "peer", "name", vB},
-		{"link", "set", vA, "netns", nsA}, {"link", "set", vB, "netns", nsB},
-		{"-n", nsA, "addr", "add", addrA + "/30", "dev", vA}, {"-n", nsB, "addr", "add", addrB + "/30", "dev", vB},
-		{"-n", nsA, "link", "set", vA, "up"}, {"-n", nsB, "link", "set", vB, "up"},
-		{"-n", nsA, "link", "set", "lo", "up"}, {"-n", nsB, "link", "set", "lo", "up"},
+		{"netns", "add", h.nsA}, {"netns", "add", h.nsB},
+		{"link", "add", h.vA, "type", "veth", "peer", "name", vB},
+		{"link", "set", h.vA, "netns", h.nsA}, {"link", "set", vB, "netns", h.nsB},
+		{"-n", h.nsA, "addr", "add", h.addrA + "/30", "dev", h.vA}, {"-n", h.nsB, "addr", "add", h.addrB + "/30", "dev", vB},
+		{"-n", h.nsA, "link", "set", h.vA, "up"}, {"-n", h.nsB, "link", "set", vB, "up"},
+		{"-n", h.nsA, "link", "set", "lo", "up"}, {"-n", h.nsB, "link", "set", "lo", "up"},
 	} {
-		if err := run(step...); err != nil {
+		if err := h.run(step...); err != nil {
 			t.Skipf("cannot build the test hosts here: %v", err)
 		}
 	}
-	spec := fmt.Sprintf("A=%s:7301;B=%s:7302", addrA, addrB)
-	start := func(ns, role string) *exec.Cmd {
-		cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "RREF_WORKER_PEER="+spec, "RREF_WORKER_ROLE="+role)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
+	return h
+}
+
+// start runs this test binary as worker role in namespace ns.
+func (h *hosts) start(t *testing.T, ns, spec, role string) *exec.Cmd {
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "RREF_WORKER_PEER="+spec, "RREF_WORKER_ROLE="+role)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// TestAcrossHosts runs two workers on two hosts over tcp.
+func TestAcrossHosts(t *testing.T) {
+	h := testHosts(t)
+	spec := fmt.Sprintf("A=%s:7301;B=%s:7302", h.addrA, h.addrB)
+	b, a := h.start(t, h.nsB, spec, "B"), h.start(t, h.nsA, spec, "A")
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
 	}
-	b := start(nsB, "B")
-	a := start(nsA, "A")
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
 	errA, errB := a.Wait(), b.Wait()
 	if errA != nil || errB != nil {
-		t.Fatalf("worker A on host %s: %v; worker B on host %s: %v", addrA, errA, addrB, errB)
+		t.Fatalf("worker A on host %s: %v; worker B on host %s: %v", h.addrA, errA, h.addrB, errB)
 	}
+}
+
+// TestPartitionDetected cuts the link between two hosts: no EOF, no reset,
+// just silence. Worker B's next call to A must fail with ErrPeerFailed
+// once the liveness bound passes (tcp keepalives and the unacknowledged
+// data timeout), rather than hang until the call's own timeout.
+func TestPartitionDetected(t *testing.T) {
+	h := testHosts(t)
+	spec := fmt.Sprintf("A=%s:7303;B=%s:7304", h.addrA, h.addrB)
+	a, b := h.start(t, h.nsA, spec, "idle"), h.start(t, h.nsB, spec, "partition")
+	aIn, err := a.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bIn, err := b.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bOut, err := b.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { aIn.Close(); a.Wait() }()
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(bOut, line); err != nil || string(line) != "ready\n" {
+		b.Wait()
+		t.Fatalf("worker B did not connect: %q %v", line, err)
+	}
+	if err := h.run("-n", h.nsA, "link", "set", h.vA, "down"); err != nil {
+		t.Fatal(err)
+	}
+	bIn.Write([]byte("cut\n"))
+	if err := b.Wait(); err != nil {
+		t.Fatalf("worker B did not see A fail after the link was cut: %v", err)
+	}
+}
+
+// runIdle is worker A of TestPartitionDetected: it serves until its
+// standard input closes.
+func runIdle(spec string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := Start(ctx, "A", parseSpec(spec), secret, Config{Logger: quiet,
+		Setup: func(w *Worker) {
+			Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idle:", err)
+		return 2
+	}
+	io.Copy(io.Discard, os.Stdin)
+	w.Close()
+	return 0
+}
+
+// runPartitioned is worker B of TestPartitionDetected: once connected it
+// says ready, waits for the cut, then calls A and expects ErrPeerFailed.
+func runPartitioned(spec string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := Start(ctx, "B", parseSpec(spec), secret, Config{Logger: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "partitioned:", err)
+		return 2
+	}
+	defer w.Close()
+	if v, err := Call[int](ctx, w, "A", "add", [2]int{1, 2}); err != nil || v != 3 {
+		fmt.Fprintln(os.Stderr, "partitioned: call before the cut:", v, err)
+		return 2
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	start := time.Now()
+	_, err = Call[int](cctx, w, "A", "add", [2]int{1, 2})
+	if !errors.Is(err, ErrPeerFailed) {
+		fmt.Fprintf(os.Stderr, "partitioned: call after the cut returned %v after %v, want ErrPeerFailed\n", err, time.Since(start))
+		return 1
+	}
+	return 0
 }
