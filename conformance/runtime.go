@@ -389,13 +389,14 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 	if all {
 		sctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
+		var live []*worker.Worker
 		for _, w := range ws {
-			if dead[w.Name()] {
-				continue
+			if !dead[w.Name()] {
+				live = append(live, w)
 			}
-			if err := w.Shutdown(sctx); err != nil {
-				return fail(rref.InvariantL2, 0, "%v", err)
-			}
+		}
+		if err := worker.ShutdownGroup(sctx, live); err != nil {
+			return fail(rref.InvariantL2, 0, "%v", err)
 		}
 	}
 	return nil

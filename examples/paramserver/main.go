@@ -20,7 +20,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -138,11 +137,9 @@ func runLocal(out io.Writer, trainers, steps int) error {
 		}
 	}
 	fmt.Fprintf(out, "loss after %d updates: %.6f\n", s.updates, s.loss())
-	var all []error
-	for _, w := range ws {
-		all = append(all, shutdown(w))
-	}
-	if err := errors.Join(all...); err != nil {
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := worker.ShutdownGroup(sctx, ws); err != nil { // a barrier: all together
 		return err
 	}
 	fmt.Fprintln(out, "all workers shut down; no parameter snapshot leaked")

@@ -86,7 +86,7 @@ func (r *receiver) loop() {
 			}
 			return
 		}
-		rd := w.takeFrame(r.from, frame)
+		rd, protocol := w.takeFrame(r.from, frame)
 		var inline []core.Run
 		inline, rd.Runs = rd.Runs, nil
 		handedOff := w.effects(rd)
@@ -96,6 +96,9 @@ func (r *receiver) loop() {
 				continue
 			}
 			r.runInline(run)
+		}
+		if protocol {
+			w.bar.taken[r.from-1].Add(1)
 		}
 		if r.replaced.Load() {
 			return
@@ -199,14 +202,20 @@ func (w *Worker) overrun() (busy bool) {
 	return busy
 }
 
-// takeFrame applies one frame received from a peer.
-func (w *Worker) takeFrame(from core.WorkerID, frame []byte) core.Ready {
-	w.countFrame(false, frame)
+// takeFrame applies one frame received from a peer. It reports whether it
+// was a protocol frame (not a barrier report), which the caller counts as
+// taken (w.bar.taken) once it has acted on all the frame produced.
+func (w *Worker) takeFrame(from core.WorkerID, frame []byte) (core.Ready, bool) {
+	if len(frame) > 0 && frame[0] == barrierTag {
+		w.takeBarrier(from, frame)
+		return core.Ready{}, false
+	}
+	w.countFrame(false, from, frame)
 	w.mu.Lock()
 	w.c.DeliverFrame(from, frame, nil)
 	rd := w.c.TakeReady()
 	w.mu.Unlock()
-	return rd
+	return rd, true
 }
 
 // beginPoll claims the right to read peer's connection on the calling
@@ -249,6 +258,10 @@ func (w *Worker) pollFor(peer core.WorkerID, conn *fifo.Conn, done func() bool) 
 		if err != nil || !got {
 			return // the receiving goroutine reports failures
 		}
-		w.effects(w.takeFrame(peer, frame))
+		rd, protocol := w.takeFrame(peer, frame)
+		w.effects(rd)
+		if protocol {
+			w.bar.taken[peer-1].Add(1)
+		}
 	}
 }

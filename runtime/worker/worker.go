@@ -115,11 +115,13 @@ type Worker struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	closed   atomic.Bool
+	leaving  atomic.Bool // in Shutdown
 
 	running   atomic.Int64 // user functions running; Shutdown waits for them
 	jittering atomic.Int64 // messages held back by Config.Jitter
 	metrics   *metrics
 	rx        receivers
+	bar       barrier
 
 	stats struct {
 		sent, received, bytesOut, bytesIn atomic.Uint64
@@ -134,6 +136,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	w.metrics = newMetrics(w)
+	w.bar = newBarrier(len(names))
 	w.rx = receivers{active: map[*receiver]struct{}{}, epoch: time.Now(), wake: make(chan struct{}, 1),
 		polling: make([]atomic.Bool, len(names))}
 	w.wg.Add(2)
@@ -263,7 +266,7 @@ func (w *Worker) sendNow(m core.Envelope) {
 			if err != nil && !w.closed.Load() {
 				w.peerFailed(m.To, err)
 			} else if sent {
-				w.countFrame(true, frame)
+				w.countFrame(true, m.To, frame)
 			}
 			if cap(frame) <= maxPooledFrame {
 				*buf = frame
@@ -305,14 +308,15 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 				}
 				return
 			}
-			w.countFrame(true, f)
+			w.countFrame(true, to, f)
 		}
 	}
 }
 
 // countFrame records one frame handed to, or taken from, the transport.
-func (w *Worker) countFrame(out bool, frame []byte) {
+func (w *Worker) countFrame(out bool, peer core.WorkerID, frame []byte) {
 	if out {
+		w.bar.sent[peer-1].Add(1)
 		w.stats.sent.Add(1)
 		w.stats.bytesOut.Add(uint64(len(frame)))
 	} else {
@@ -342,9 +346,13 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 	if already || w.closed.Load() {
 		return
 	}
-	if errors.Is(cause, fifo.ErrClosed) {
+	switch {
+	case errors.Is(cause, fifo.ErrClosed) && w.leaving.Load():
+		// Expected: the barrier settled and the peer closed first.
+		w.cfg.Logger.Debug("peer closed", "worker", w.name, "peer", w.nameOf(id))
+	case errors.Is(cause, fifo.ErrClosed):
 		w.cfg.Logger.Info("peer closed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
-	} else {
+	default:
 		w.cfg.Logger.Warn("peer failed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
 	}
 	if conn := w.peers[id-1]; conn != nil {
@@ -494,53 +502,13 @@ func (w *Worker) DebugInfo() DebugInfo {
 
 // LeakError lists what was still held when a graceful shutdown gave up.
 type LeakError struct {
-	Worker string
-	State  string // one record a line: owners with their forks, users, pins
+	Worker  string
+	State   string // one record a line: owners with their forks, users, pins
+	Waiting string // what held the group up, when the barrier did not settle
 }
 
-func (e *LeakError) Error() string {
-	return fmt.Sprintf("worker %s: references still held at shutdown:\n%s", e.Worker, e.State)
-}
+func (e *LeakError) Error() string        { return e.describe() }
 func (e *LeakError) Is(target error) bool { return target == ErrLeak }
-
-// Shutdown waits until this worker holds no reference (no owner, fork,
-// pending user or child), no call or fetch is pending, no function it runs
-// is still running and nothing waits to be sent, then closes it.
-// If ctx ends first, it closes anyway and returns a *LeakError that lists
-// every RRef and fork still held.
-func (w *Worker) Shutdown(ctx context.Context) error {
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		queued := 0
-		for _, ob := range w.outboxes {
-			if ob != nil {
-				ob.mu.Lock()
-				queued += len(ob.frames) + ob.sending
-				ob.mu.Unlock()
-			}
-		}
-		w.mu.Lock()
-		n := w.c.Counters()
-		idle := n.Clean() && w.calls.len() == 0 && w.fetches.len() == 0 && w.running.Load() == 0 && queued == 0 && w.jittering.Load() == 0
-		dump := ""
-		if !idle && ctx.Err() != nil {
-			dump = w.c.Dump()
-		}
-		w.mu.Unlock()
-		if idle {
-			return w.Close()
-		}
-		if ctx.Err() != nil {
-			w.Close()
-			return &LeakError{Worker: w.name, State: dump}
-		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
-	}
-}
 
 // Close closes the worker at once: its connections close, pending calls and
 // fetches on it fail, and its peers see it as failed.

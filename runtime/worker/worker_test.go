@@ -500,7 +500,7 @@ func runClient(spec string) int {
 // own address: two hosts as far as tcp can tell.
 type hosts struct {
 	nsA, nsB, vA, addrA, addrB string
-	run                         func(args ...string) error
+	run                        func(args ...string) error
 }
 
 // testHosts builds the two hosts, or skips the test with the reason (it

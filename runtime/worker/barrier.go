@@ -1,0 +1,328 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rrefkit/rref/genrt"
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+// Shutdown is a barrier across the group. A worker that is idle on its own
+// (nothing held, nothing pending) may still be about to receive work: a
+// call in flight to it, or a call a peer will make once a message in flight
+// to that peer arrives. So every worker in Shutdown tells the others, every
+// few milliseconds, whether it is idle and how many protocol frames it has
+// sent to and taken from each of them. A worker closes once it has seen, in
+// two successive rounds with a fresh report from every live peer in
+// between, the same picture: every live worker idle and, for every pair,
+// as many frames taken as sent (nothing in flight). This is Mattern's
+// four-counter termination detection: a frame in flight, or a worker made
+// busy between two reports, changes a count or a flag between the rounds.
+//
+// Reports travel as frames of their own on the same connections: a first
+// byte that no protocol frame has (those start with the frame version).
+
+const (
+	barrierTag      = 0xB7
+	barrierInterval = 2 * time.Millisecond
+)
+
+// counts are the protocol frames a worker sent to, and took from, each
+// member (index id-1), excluding barrier reports.
+type counts struct{ sent, taken []uint64 }
+
+// barrierReport is what a worker in Shutdown says of itself.
+type barrierReport struct {
+	round uint64
+	idle  bool
+	counts
+}
+
+// barrier is a worker's side of the Shutdown barrier.
+type barrier struct {
+	sent, taken []atomic.Uint64 // index id-1
+
+	mu      sync.Mutex
+	reports []*barrierReport // index id-1: the latest report from each peer
+}
+
+func newBarrier(n int) barrier {
+	return barrier{sent: make([]atomic.Uint64, n), taken: make([]atomic.Uint64, n), reports: make([]*barrierReport, n)}
+}
+
+func (b *barrier) snapshot() counts {
+	c := counts{sent: make([]uint64, len(b.sent)), taken: make([]uint64, len(b.taken))}
+	for i := range b.sent {
+		c.sent[i], c.taken[i] = b.sent[i].Load(), b.taken[i].Load()
+	}
+	return c
+}
+
+func appendBarrier(b []byte, r barrierReport) []byte {
+	b = append(b, barrierTag)
+	b = genrt.AppendUvarint(b, r.round)
+	idle := byte(0)
+	if r.idle {
+		idle = 1
+	}
+	b = append(b, idle)
+	b = genrt.AppendUvarint(b, uint64(len(r.sent)))
+	for i := range r.sent {
+		b = genrt.AppendUvarint(b, r.sent[i])
+		b = genrt.AppendUvarint(b, r.taken[i])
+	}
+	return b
+}
+
+var errBadBarrier = errors.New("worker: malformed shutdown barrier report")
+
+func consumeBarrier(b []byte, members int) (barrierReport, error) {
+	var r barrierReport
+	if len(b) < 1 || b[0] != barrierTag {
+		return r, errBadBarrier
+	}
+	b = b[1:]
+	next := func() (uint64, bool) {
+		v, n, err := genrt.ConsumeUvarint(b) // canonical varints only
+		if err != nil {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	var ok bool
+	if r.round, ok = next(); !ok || len(b) < 1 || b[0] > 1 {
+		return r, errBadBarrier
+	}
+	r.idle, b = b[0] == 1, b[1:]
+	if n, ok := next(); !ok || n != uint64(members) {
+		return r, fmt.Errorf("%w: counts for %d members, the group has %d", errBadBarrier, n, members)
+	}
+	r.sent, r.taken = make([]uint64, members), make([]uint64, members)
+	for i := 0; i < members; i++ {
+		s, ok1 := next()
+		t, ok2 := next()
+		if !ok1 || !ok2 {
+			return r, errBadBarrier
+		}
+		r.sent[i], r.taken[i] = s, t
+	}
+	if len(b) != 0 {
+		return r, fmt.Errorf("%w: %d trailing bytes", errBadBarrier, len(b))
+	}
+	return r, nil
+}
+
+// takeBarrier records a peer's report.
+func (w *Worker) takeBarrier(from core.WorkerID, frame []byte) {
+	r, err := consumeBarrier(frame, len(w.names))
+	if err != nil {
+		w.cfg.Logger.Warn("rref shutdown barrier", "worker", w.name, "from", w.nameOf(from), "err", err)
+		return
+	}
+	w.bar.mu.Lock()
+	if old := w.bar.reports[from-1]; old == nil || r.round > old.round {
+		w.bar.reports[from-1] = &r
+	}
+	w.bar.mu.Unlock()
+}
+
+// localIdle reports whether this worker holds nothing and waits for nothing.
+func (w *Worker) localIdle() bool {
+	queued := 0
+	for _, ob := range w.outboxes {
+		if ob != nil {
+			ob.mu.Lock()
+			queued += len(ob.frames) + ob.sending
+			ob.mu.Unlock()
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.c.Counters().Clean() && w.calls.len() == 0 && w.fetches.len() == 0 && w.running.Load() == 0 &&
+		queued == 0 && w.jittering.Load() == 0
+}
+
+// barrierView is one round's picture of the group: this worker's own
+// report and the latest from each peer, with the peers dead by now.
+type barrierView struct {
+	self    barrierReport
+	reports []*barrierReport
+	dead    []bool
+}
+
+// settled reports whether the view shows every live member idle and no
+// frame in flight between live members; otherwise it says who holds it up.
+func (v barrierView) settled(me core.WorkerID, names []string) (bool, string) {
+	rep := func(i int) *barrierReport {
+		if i == int(me)-1 {
+			return &v.self
+		}
+		return v.reports[i]
+	}
+	for i := range names {
+		if v.dead[i] {
+			continue
+		}
+		r := rep(i)
+		switch {
+		case r == nil:
+			return false, fmt.Sprintf("%s has not called Shutdown", names[i])
+		case !r.idle:
+			return false, fmt.Sprintf("%s still holds references or waits for results", names[i])
+		}
+		for j := range names {
+			if j == i || v.dead[j] {
+				continue
+			}
+			if rj := rep(j); rj != nil && r.sent[j] != rj.taken[i] {
+				return false, fmt.Sprintf("%d frames from %s to %s not yet taken", int64(r.sent[j])-int64(rj.taken[i]), names[i], names[j])
+			}
+		}
+	}
+	return true, ""
+}
+
+func (v barrierView) same(o barrierView) bool {
+	eq := func(a, b *barrierReport) bool {
+		return (a == nil) == (b == nil) && (a == nil || a.idle == b.idle && slices.Equal(a.sent, b.sent) && slices.Equal(a.taken, b.taken))
+	}
+	if !eq(&v.self, &o.self) || !slices.Equal(v.dead, o.dead) {
+		return false
+	}
+	for i := range v.reports {
+		if !eq(v.reports[i], o.reports[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// fresher reports whether every live peer has reported since o.
+func (v barrierView) fresher(o barrierView, me core.WorkerID) bool {
+	for i, r := range v.reports {
+		if i == int(me)-1 || v.dead[i] {
+			continue
+		}
+		if r == nil || o.reports[i] == nil || r.round <= o.reports[i].round {
+			return false
+		}
+	}
+	return true
+}
+
+// barrierRound takes this worker's report, sends it to every live peer
+// and returns the round's view.
+func (w *Worker) barrierRound(round uint64) barrierView {
+	// Counts read on both sides of the idle check: a frame taken meanwhile
+	// makes this round not idle.
+	before := w.bar.snapshot()
+	idle := w.localIdle()
+	after := w.bar.snapshot()
+	idle = idle && slices.Equal(before.sent, after.sent) && slices.Equal(before.taken, after.taken)
+	v := barrierView{self: barrierReport{round: round, idle: idle, counts: after}}
+	frame := appendBarrier(nil, v.self)
+	w.mu.Lock()
+	v.dead = make([]bool, len(w.names))
+	for i := range w.names {
+		v.dead[i] = w.dead[core.WorkerID(i+1)]
+	}
+	w.mu.Unlock()
+	for i, conn := range w.peers {
+		if conn == nil || v.dead[i] {
+			continue
+		}
+		if err := conn.Send(w.ctx, frame); err != nil && !w.closed.Load() {
+			w.peerFailed(core.WorkerID(i+1), err)
+		}
+	}
+	w.bar.mu.Lock()
+	v.reports = make([]*barrierReport, len(w.bar.reports))
+	for i, r := range w.bar.reports {
+		if r != nil {
+			c := *r
+			v.reports[i] = &c
+		}
+	}
+	w.bar.mu.Unlock()
+	return v
+}
+
+// Shutdown closes this worker once the whole group is done: it is a
+// barrier, so call it on every worker (ShutdownGroup does, for workers of
+// one process). It returns when this worker holds no reference (no owner,
+// fork, pending user or child), no call or fetch is pending, no function
+// it runs is still running, nothing waits to be sent, and the same holds
+// for every live peer with no protocol message in flight between any two
+// of them; then it closes the worker.
+// If ctx ends first, it closes anyway and returns a *LeakError that lists
+// every RRef and fork this worker still held and what held the group up.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.leaving.Store(true)
+	tick := time.NewTicker(barrierInterval)
+	defer tick.Stop()
+	var last barrierView
+	haveLast := false
+	for round := uint64(1); ; round++ {
+		v := w.barrierRound(round)
+		ok, why := v.settled(w.id, w.names)
+		if ok && haveLast && v.same(last) && v.fresher(last, w.id) {
+			return w.Close()
+		}
+		if ok && !(haveLast && v.same(last)) {
+			last, haveLast = v, true // the first settled view; confirm it next rounds
+		} else if !ok {
+			haveLast = false
+		}
+		if ctx.Err() != nil {
+			w.mu.Lock()
+			dump := w.c.Dump()
+			w.mu.Unlock()
+			w.Close()
+			if why == "" {
+				why = "the group did not confirm it was settled"
+			}
+			return &LeakError{Worker: w.name, State: dump, Waiting: why}
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+}
+
+// ShutdownGroup shuts down workers of this process together (Shutdown is a
+// barrier: one at a time would wait for the next forever) and joins their
+// errors.
+func ShutdownGroup(ctx context.Context, ws []*Worker) error {
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// describe is the LeakError's text.
+func (e *LeakError) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "worker %s: references still held at shutdown", e.Worker)
+	if e.Waiting != "" {
+		fmt.Fprintf(&b, " (%s)", e.Waiting)
+	}
+	b.WriteString(":\n")
+	b.WriteString(e.State)
+	return b.String()
+}
