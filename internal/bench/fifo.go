@@ -251,7 +251,15 @@ func Stream(t Transport, size int, d time.Duration) (float64, float64, error) {
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
-	var stopped atomic.Bool
+	// The flag the sender polls sits on a cache line of its own: shared with
+	// a word the receiver writes per message, it would cost a line transfer
+	// per message and measure false sharing instead of the transport.
+	stop := new(struct {
+		_       [64]byte
+		stopped atomic.Bool
+		_       [60]byte
+	})
+	stopped := &stop.stopped
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
