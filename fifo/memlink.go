@@ -122,16 +122,21 @@ func (l *memLink) put(pos uint64, h header, payload []byte) error {
 	return nil
 }
 
-func (l *memLink) wakePeer() {
-	if l.peerLocal != nil {
+func (l *memLink) wakePeer() { wake(l.peerLocal, l.tx) }
+func (l *memLink) wakeSelf() { wake(l.local, l.rxr) }
+
+// wake wakes the reader parked on ring r: on its channel in one process
+// (provider mem), else on the ring's futex word.
+func wake(local chan struct{}, r *ring) {
+	if local != nil {
 		select {
-		case l.peerLocal <- struct{}{}:
+		case local <- struct{}{}:
 		default:
 		}
 		return
 	}
-	atomic.AddUint32(l.tx.u32(offWake), 1)
-	futexWake(l.tx.u32(offWake))
+	atomic.AddUint32(r.u32(offWake), 1)
+	futexWake(r.u32(offWake))
 }
 
 func (l *memLink) flushTx() error     { return nil }
@@ -177,18 +182,6 @@ func (l *memLink) polling(on bool) {
 		return
 	}
 	atomic.StoreUint32(flag, 1)
-}
-
-func (l *memLink) wakeSelf() {
-	if l.local != nil {
-		select {
-		case l.local <- struct{}{}:
-		default:
-		}
-		return
-	}
-	atomic.AddUint32(l.rxr.u32(offWake), 1)
-	futexWake(l.rxr.u32(offWake))
 }
 
 func (l *memLink) waitTx(ctx context.Context, cond func() bool) error {
@@ -273,8 +266,7 @@ func (l *memLink) shutdown() {
 		// Tell the peer and wake both ends, so pending calls fail at once.
 		atomic.StoreUint32(l.tx.u32(offClosed), 1)
 		l.wakePeer()
-		atomic.AddUint32(l.rxr.u32(offWake), 1)
-		futexWake(l.rxr.u32(offWake))
+		l.wakeSelf()
 		close(l.stop)
 	})
 }
