@@ -289,7 +289,7 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 func (w *Worker) awaitCall(ctx context.Context, pc pendingCall) (core.CallResult, error) {
 	if pc.poll != nil {
 		mayBlock(ctx)
-		w.pollFor(pc.to, pc.poll, func() bool { return len(pc.ch) > 0 })
+		w.pollFor(ctx, pc.to, pc.poll, func() bool { return len(pc.ch) > 0 })
 		w.endPoll(pc.to, pc.poll)
 	}
 	select {

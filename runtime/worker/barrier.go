@@ -220,7 +220,7 @@ func (v barrierView) fresher(o barrierView, me core.WorkerID) bool {
 
 // barrierRound takes this worker's report, sends it to every live peer
 // and returns the round's view.
-func (w *Worker) barrierRound(round uint64) barrierView {
+func (w *Worker) barrierRound(ctx context.Context, round uint64) barrierView {
 	// Counts read on both sides of the idle check: a frame taken meanwhile
 	// makes this round not idle.
 	before := w.bar.snapshot()
@@ -239,7 +239,7 @@ func (w *Worker) barrierRound(round uint64) barrierView {
 		if conn == nil || v.dead[i] {
 			continue
 		}
-		if err := conn.Send(w.ctx, frame); err != nil && !w.closed.Load() {
+		if err := conn.Send(ctx, frame); err != nil && ctx.Err() == nil && !w.closed.Load() {
 			w.peerFailed(core.WorkerID(i+1), err)
 		}
 	}
@@ -271,7 +271,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	var last barrierView
 	haveLast := false
 	for round := uint64(1); ; round++ {
-		v := w.barrierRound(round)
+		v := w.barrierRound(ctx, round)
 		ok, why := v.settled(w.id, w.names)
 		if ok && haveLast && v.same(last) && v.fresher(last, w.id) {
 			return w.Close()

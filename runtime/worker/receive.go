@@ -247,13 +247,13 @@ func (w *Worker) endPoll(peer core.WorkerID, conn *fifo.Conn) {
 // takes its reply itself instead of being woken by the receiving goroutine,
 // two goroutine switches less per round trip. Functions called meanwhile
 // run on goroutines of their own, not on the caller's.
-func (w *Worker) pollFor(peer core.WorkerID, conn *fifo.Conn, done func() bool) {
+func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Conn, done func() bool) {
 	var frame []byte
 	take := func(p []byte) error {
 		frame = append(frame[:0:0], p...) // the core keeps arguments and results
 		return nil
 	}
-	for !done() {
+	for !done() && ctx.Err() == nil {
 		got, err := conn.Poll(take)
 		if err != nil || !got {
 			return // the receiving goroutine reports failures
