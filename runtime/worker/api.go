@@ -128,14 +128,33 @@ func fetchError(fr core.FetchResult, fn string) error {
 // a value still being created; it fails at once when the owner died, the
 // reference was released, lost, or its Remote timed out.
 func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
-	return r.Fetch(ctx).Wait(ctx)
+	// Waited for here, polling the owner's connection like Call, rather
+	// than on a goroutine of its own as Fetch does.
+	return r.awaitFetch(ctx, r.startFetch(ctx, true))
 }
 
 // Fetch starts fetching the value at once and returns without waiting: a
 // Release right after it still lets the fetch complete.
 func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
 	f := &Future[T]{done: make(chan struct{})}
-	ch := make(chan core.FetchResult, 1)
+	pf := r.startFetch(ctx, false)
+	go func() {
+		defer close(f.done)
+		f.v, f.err = r.awaitFetch(ctx, pf)
+	}()
+	return f
+}
+
+// pendingFetch is a fetch sent and not yet answered.
+type pendingFetch struct {
+	id    uint64
+	ch    chan core.FetchResult
+	start time.Time
+	poll  *fifo.Conn // the waiter reads the owner's reply from here itself
+}
+
+func (r *RRef[T]) startFetch(ctx context.Context, poll bool) pendingFetch {
+	pf := pendingFetch{ch: make(chan core.FetchResult, 1), start: time.Now()}
 	r.state.mu.Lock()
 	released := r.state.released
 	r.state.mu.Unlock()
@@ -143,29 +162,43 @@ func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
 	if released {
 		h = 0 // the core answers deleted
 	}
+	if poll {
+		pf.poll = r.w.beginPoll(r.owner)
+	}
 	_, hasDeadline := ctx.Deadline()
-	var fetchID uint64
-	start := time.Now()
 	r.w.apply(func(c *core.Core) {
-		fetchID = c.Fetch(h)
-		r.w.fetches.add(fetchID, ch, r.w.defaultDue(hasDeadline))
+		pf.id = c.Fetch(h)
+		r.w.fetches.add(pf.id, pf.ch, r.w.defaultDue(hasDeadline))
 	})
-	go func() {
-		defer close(f.done)
-		defer func() { r.w.metrics.observeFetch(time.Since(start)) }()
+	return pf
+}
+
+func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err error) {
+	w := r.w
+	defer func() { w.metrics.observeFetch(time.Since(pf.start)) }()
+	if pf.poll != nil {
+		mayBlock(ctx)
+		w.pollFor(ctx, r.owner, pf.poll, func() bool { return len(pf.ch) > 0 })
+		w.endPoll(r.owner, pf.poll)
+	}
+	var fr core.FetchResult
+	select {
+	case fr = <-pf.ch:
+	default:
+		mayBlock(ctx)
 		select {
-		case fr := <-ch:
-			if f.err = fetchError(fr, "remote"); f.err == nil {
-				f.err = r.w.cfg.Codec.Unmarshal(fr.Value, &f.v)
-			}
+		case fr = <-pf.ch:
 		case <-ctx.Done():
-			r.w.mu.Lock()
-			r.w.fetches.take(fetchID)
-			r.w.mu.Unlock()
-			f.err = ctx.Err()
+			w.mu.Lock()
+			w.fetches.take(pf.id)
+			w.mu.Unlock()
+			return v, ctx.Err()
 		}
-	}()
-	return f
+	}
+	if err = fetchError(fr, "remote"); err == nil {
+		err = w.cfg.Codec.Unmarshal(fr.Value, &v)
+	}
+	return v, err
 }
 
 // LocalValue returns the value on its owner without any message; elsewhere
