@@ -373,7 +373,7 @@ func (c *Conn) Poll(fn func(p []byte) error) (bool, error) {
 	defer c.inUse.RUnlock()
 	c.BeginPoll()
 	defer c.endPoll()
-	return c.recv(context.Background(), fn, false)
+	return c.wait(context.Background(), fn, false)
 }
 
 // Polls reports whether Poll is worth calling: on shared memory a poll is
@@ -436,12 +436,20 @@ func (c *Conn) takeNow(deliver func(p []byte) error) (got bool, err error, pos u
 // each spins, then a blocking one parks (one parker at a time). Waiting
 // receivers read-hold inUse, so Close unmaps the ring only after they left.
 func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
+	if got, err, _, _ := c.takeNow(deliver); got || err != nil {
+		return got, err
+	}
+	c.inUse.RLock() // once: a read lock is not reentrant while Close waits
+	defer c.inUse.RUnlock()
+	return c.wait(ctx, deliver, block)
+}
+
+// wait is recv's waiting part, under inUse.
+func (c *Conn) wait(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
 	got, err, pos, seq := c.takeNow(deliver)
 	if got || err != nil {
 		return got, err
 	}
-	c.inUse.RLock()
-	defer c.inUse.RUnlock()
 	r := c.l.rx()
 	for {
 		// A blocking receiver leaves the spinning to pollers, if any.

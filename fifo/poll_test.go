@@ -101,3 +101,38 @@ func TestPollBesideRecv(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseDuringPoll closes connections while goroutines poll and wait on
+// them, at varied moments: every Poll and Recv returns, and none touches
+// the ring after Close unmapped it (Close waits for them).
+func TestCloseDuringPoll(t *testing.T) {
+	for _, name := range []string{"mem", "shm"} {
+		t.Run(name, func(t *testing.T) {
+			for i := range 100 {
+				a, b := providers[name](t, Config{Cells: 16})
+				var wg sync.WaitGroup
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					for {
+						if _, err := b.Poll(func([]byte) error { return nil }); err != nil {
+							return
+						}
+					}
+				}()
+				go func() {
+					defer wg.Done()
+					b.RecvFunc(context.Background(), func([]byte) error { return nil })
+				}()
+				time.Sleep(time.Duration(i%10) * 20 * time.Microsecond)
+				closed := make(chan struct{})
+				go func() { b.Close(); a.Close(); wg.Wait(); close(closed) }()
+				select {
+				case <-closed:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("round %d: Close and the waiters did not return", i)
+				}
+			}
+		})
+	}
+}
