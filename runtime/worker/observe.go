@@ -64,6 +64,12 @@ func newMetrics(w *Worker) *metrics {
 			}
 			return float64(n)
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rref_inline_handoffs_total",
+			Help: "Functions run on their receiving goroutine that gave their connection away to wait."},
+			func() float64 { return float64(w.stats.handoffs.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rref_inline_overruns_total",
+			Help: "Functions moved off their connection by the watchdog (blocked or ran past the inline limit)."},
+			func() float64 { return float64(w.stats.overruns.Load()) }),
 	)
 	return m
 }
