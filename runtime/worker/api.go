@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -21,6 +22,7 @@ type RRef[T any] struct {
 	h     core.HandleID
 	owner core.WorkerID
 	state *releaseState
+	wire  uint64 // decoded, not yet bound: the sender's handle (see nested.go)
 }
 
 // releaseState is shared with the cleanup, which must not reach the RRef.
@@ -220,6 +222,9 @@ func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
 		}
 		return nil, []core.HandleID{h}, nil
 	}
+	if holdsRRefs(reflect.TypeFor[A]()) {
+		return encodeNested(w, reflect.ValueOf(a))
+	}
 	b, err := w.cfg.Codec.Marshal(a)
 	return b, nil, err
 }
@@ -235,6 +240,9 @@ func decodeArg[A any](w *Worker, b []byte, hs []core.HandleID) (A, error) {
 		return any(a).(interface {
 			newBound(*Worker, core.HandleID) any
 		}).newBound(w, hs[0]).(A), nil
+	}
+	if holdsRRefs(reflect.TypeFor[A]()) {
+		return a, decodeNested(w, b, hs, reflect.ValueOf(&a))
 	}
 	err := w.cfg.Codec.Unmarshal(b, &a)
 	return a, err
@@ -259,11 +267,16 @@ func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg
 			return nil, nil, err
 		}
 		out, outRefs, err := encodeArg(w, r)
-		if len(outRefs) > 0 {
-			// Ownership passes to the caller: the local handle is dropped by
-			// the runtime, so the RRef value returned must not be released.
+		if len(outRefs) > 0 && err == nil {
+			// Ownership passes to the caller: the local handles are dropped
+			// by the runtime, so the RRefs returned must not be released.
 			if ra, ok := any(r).(interface{ markReleased() }); ok {
 				ra.markReleased()
+			} else {
+				walkRRefs(reflect.ValueOf(r), func(ra rrefArg) error {
+					ra.(interface{ markReleased() }).markReleased()
+					return nil
+				})
 			}
 		}
 		return out, outRefs, err
@@ -438,6 +451,9 @@ func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[
 // Remote asks worker to to create a value from fn(arg) and returns a
 // reference to it at once, before the value exists (remote()).
 func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RRef[R], error) {
+	if err := storable[R](); err != nil {
+		return nil, err
+	}
 	id, err := w.idOf(to)
 	if err != nil {
 		return nil, err
@@ -465,6 +481,9 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 
 // NewRRef creates a value owned by this worker (RRef(v)).
 func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
+	if err := storable[T](); err != nil {
+		return nil, err
+	}
 	b, err := w.cfg.Codec.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -472,4 +491,16 @@ func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
 	var h core.HandleID
 	w.apply(func(c *core.Core) { h = c.NewLocal(b) })
 	return bindRRef[T](w, h), nil
+}
+
+// ErrRRefInValue: a value an RRef refers to is stored and fetched as bytes,
+// so it cannot itself hold RRefs (pass them in calls instead).
+var ErrRRefInValue = errors.New("worker: the value of an RRef cannot hold RRefs")
+
+func storable[T any]() error {
+	t := reflect.TypeFor[T]()
+	if t.Implements(rrefIface) || holdsRRefs(t) {
+		return fmt.Errorf("%w (%s)", ErrRRefInValue, t)
+	}
+	return nil
 }

@@ -398,6 +398,9 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, run.Fn, w.name)
 	} else {
 		result, refs, err = safeCall(ctx, w, h, run)
+		if run.Kind == core.RunRemote && len(refs) > 0 && err == nil {
+			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, run.Fn)
+		}
 	}
 	kind, msg := rref.ErrorKindNone, ""
 	if err != nil {
