@@ -3,9 +3,12 @@ package worker
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rrefkit/rref/runtime/core"
 )
 
 type job struct {
@@ -119,4 +122,40 @@ func TestRRefValueCannotHoldRRefs(t *testing.T) {
 	if _, err := r.ToHere(ctxT(t)); !errors.As(err, &ue) || !strings.Contains(ue.Message, "returned RRefs to a Remote") {
 		t.Errorf("Remote of a function returning an RRef: %v", err)
 	}
+}
+
+// FuzzNestedDecode: no input makes the decoder of values holding RRefs
+// panic, whatever the handle list claims; what it accepts binds only
+// handles that arrived.
+func FuzzNestedDecode(f *testing.F) {
+	ws, err := NewGroup([]string{"A"}, Config{Logger: quiet})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ws[0].Close()
+	w := ws[0]
+	r, _ := NewRRef(w, 3)
+	good, refs, err := encodeNested(w, reflect.ValueOf(job{Name: "x", Weights: r}))
+	if err != nil || len(refs) != 1 {
+		f.Fatal(err)
+	}
+	f.Add(good, uint8(1))
+	f.Add([]byte{0}, uint8(0))
+	f.Add([]byte{2, 1, 1}, uint8(2))
+	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
+		hs := make([]core.HandleID, n%4)
+		for i := range hs {
+			hs[i] = core.HandleID(1000 + i)
+		}
+		var j job
+		if err := decodeNested(w, b, hs, reflect.ValueOf(&j)); err != nil {
+			return
+		}
+		walkRRefs(reflect.ValueOf(j), func(ra rrefArg) error {
+			if _, h := ra.handle(); h < 1000 || int(h) >= 1000+len(hs) {
+				t.Fatalf("bound to handle %d, not one that arrived", h)
+			}
+			return nil
+		})
+	})
 }
