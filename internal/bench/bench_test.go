@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -82,5 +83,26 @@ func TestRPCTableMeasuresEveryCell(t *testing.T) {
 	WriteRPC(&text, rows, "text")
 	if !strings.Contains(text.String(), "shm, 2 procs") || !strings.Contains(text.String(), "gRPC rt / rt") {
 		t.Errorf("text table:\n%s", text.String())
+	}
+}
+
+// BenchmarkRPC measures one caller's round trip on each RPC system, the
+// two-process shm one included: go test -bench RPC ./internal/bench.
+func BenchmarkRPC(b *testing.B) {
+	for _, mk := range RPCSystems() {
+		s, err := mk()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(strings.NewReplacer(" ", "", "(", "", ")", "", ",", "-").Replace(s.name), func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if v, err := s.call(ctx, int64(i), 1); err != nil || v != int64(i)+1 {
+					b.Fatal(v, err)
+				}
+			}
+		})
+		s.close()
 	}
 }
