@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 )
 
@@ -24,17 +22,13 @@ func BenchmarkCallMem(b *testing.B) {
 	}
 }
 
-func BenchmarkCallSHM(b *testing.B) {
-	g := fmt.Sprintf("shm:bw%d", os.Getpid())
-	benchCall(b, []Peer{{Name: "server", Addr: g}, {Name: "client", Addr: g}})
-}
-
-func BenchmarkCallTCP(b *testing.B) {
-	benchCall(b, []Peer{{Name: "server", Addr: "127.0.0.1:7391"}, {Name: "client", Addr: "127.0.0.1:7392"}})
-}
+func BenchmarkCallSHM(b *testing.B) { benchCall(b, "shm") }
+func BenchmarkCallTCP(b *testing.B) { benchCall(b, "tcp") }
 
 // benchCall measures Call round trips between two workers of this process.
-func benchCall(b *testing.B, peers []Peer) {
+func benchCall(b *testing.B, transport string) {
+	peers := peersFor(transport)
+	peers[0].Name, peers[1].Name = "server", "client"
 	ctx := context.Background()
 	var server *Worker
 	done := make(chan error, 1)
