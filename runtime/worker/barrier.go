@@ -318,6 +318,11 @@ func ShutdownGroup(ctx context.Context, ws []*Worker) error {
 // describe is the LeakError's text.
 func (e *LeakError) describe() string {
 	var b strings.Builder
+	if strings.TrimSpace(e.State) == "" {
+		// Nothing held here: the group did not settle around this worker.
+		fmt.Fprintf(&b, "worker %s: shutdown barrier not settled: %s", e.Worker, e.Waiting)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "worker %s: references still held at shutdown", e.Worker)
 	if e.Waiting != "" {
 		fmt.Fprintf(&b, " (%s)", e.Waiting)
