@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"sync"
 	"time"
 
@@ -40,20 +39,8 @@ type rrefArg interface {
 func (r *RRef[T]) handle() (*Worker, core.HandleID) { return r.w, r.h }
 
 func bindRRef[T any](w *Worker, h core.HandleID) *RRef[T] {
-	w.mu.Lock()
-	st := w.c.Handle(h)
-	w.mu.Unlock()
-	r := &RRef[T]{w: w, h: h, owner: st.Owner, state: &releaseState{}}
-	state := r.state
-	runtime.AddCleanup(r, func(h core.HandleID) {
-		state.mu.Lock()
-		done := state.released
-		state.released = true
-		state.mu.Unlock()
-		if !done && !w.closed.Load() {
-			w.apply(func(c *core.Core) { c.Release(h) })
-		}
-	}, h)
+	r := &RRef[T]{}
+	r.bindInPlace(w, h)
 	return r
 }
 

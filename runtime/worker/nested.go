@@ -174,7 +174,8 @@ type nestedRRef interface {
 
 func (r *RRef[T]) wireHandle() uint64 { return r.wire }
 
-// bindInPlace makes r, decoded from the wire, a live RRef for handle h.
+// bindInPlace makes r (new, or decoded from the wire) a live RRef for
+// handle h, with a cleanup that releases it if the program drops it.
 func (r *RRef[T]) bindInPlace(w *Worker, h core.HandleID) {
 	w.mu.Lock()
 	st := w.c.Handle(h)
