@@ -57,7 +57,7 @@ func (c *Config) withDefaults() (Config, error) {
 		return d, fmt.Errorf("%w: CreditThreshold above half the ring could starve a sender", ErrConfig)
 	}
 	if d.Spin == 0 {
-		d.Spin = 4000
+		d.Spin = defaultSpin
 	}
 	if d.Heartbeat == 0 {
 		d.Heartbeat = 50 * time.Millisecond
@@ -67,6 +67,8 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	return d, nil
 }
+
+const defaultSpin = 4000
 
 // link is what a provider implements, as OFI providers do: the one-sided put
 // of a message with its remote event, the explicit credit channel, the
@@ -453,7 +455,7 @@ func (c *Conn) wait(ctx context.Context, deliver func(p []byte) error, block boo
 	r := c.l.rx()
 	for {
 		// A blocking receiver leaves the spinning to pollers, if any.
-		if (!block || c.pollers.Load() == 0) && c.spinFor(r, pos, seq) {
+		if (!block || c.pollers.Load() == 0) && c.spinFor(r, pos, seq, block) {
 		} else if !block {
 			return false, c.err()
 		} else if err := c.park(ctx, r, pos, seq); err != nil {
@@ -547,8 +549,11 @@ func (c *Conn) advance(n uint64) {
 // spinFor polls until message seq is published at pos (or was, and another
 // receiver took it), for the link's spin budget. It reports false when the
 // budget ran out or the connection failed.
-func (c *Conn) spinFor(r *ring, pos uint64, seq uint32) bool {
+func (c *Conn) spinFor(r *ring, pos uint64, seq uint32, block bool) bool {
 	spin := c.l.spin(c.cfg.Spin)
+	if spin < 0 && !block {
+		spin = defaultSpin // Poll returns: its caller has a context to check
+	}
 	for i := 0; spin < 0 || i < spin; i++ {
 		if _, ok := r.peek(pos, seq); ok {
 			return true

@@ -2,7 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"testing"
+	"time"
+
+	"github.com/rrefkit/rref/fifo"
 )
 
 // A function that calls back the worker that called it, which calls it
@@ -80,5 +86,48 @@ func TestCallBackWithoutContext(t *testing.T) {
 	})
 	if v, err := Call[int](ctxT(t), a, "b", "outer", 0); err != nil || v != 7 {
 		t.Fatalf("outer = %d, %v; want 7", v, err)
+	}
+}
+
+// With busy polling (FIFO.Spin < 0) a caller that polls for its reply
+// still returns when its context ends, though no message ever comes.
+func TestBusyPollingCallerHonoursContext(t *testing.T) {
+	g := fmt.Sprintf("shm:bp%d", os.Getpid())
+	peers := []Peer{{Name: "A", Addr: g}, {Name: "B", Addr: g}}
+	cfg := Config{Logger: quiet, FIFO: fifo.Config{Spin: -1}}
+	release := make(chan struct{})
+	ctx := ctxT(t)
+	var b *Worker
+	done := make(chan error, 1)
+	go func() {
+		c := cfg
+		c.Setup = func(w *Worker) {
+			Register(w, "stall", func(ctx context.Context, _ int) (int, error) { <-release; return 0, nil })
+		}
+		var err error
+		b, err = Start(ctx, "B", peers, []byte("s"), c)
+		done <- err
+	}()
+	a, err := Start(ctx, "A", peers, []byte("s"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	defer a.Close()
+	defer close(release)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() { _, err := Call[int](cctx, a, "B", "stall", 0); returned <- err }()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call past its deadline: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a busy-polling caller ignored its context")
 	}
 }
