@@ -389,5 +389,7 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 		fmt.Fprintln(w, "\nround trip: one caller, sequential calls; gRPC rt / rt above 1 means faster than gRPC-Go unary.")
 		fmt.Fprintln(w, "All systems ran in this run, on loopback or shared memory; \"2 procs\" runs the server in a second process,")
 		fmt.Fprintln(w, "as shared memory is meant to be used; every other row runs client and server in this process.")
+		fmt.Fprintln(w, "In one process shm trails mem: a receiver parked on a futex keeps its processor until the Go")
+		fmt.Fprintln(w, "runtime takes it back, and the other worker waits for it; mem is the transport within a process.")
 	})
 }
