@@ -45,14 +45,22 @@ func bindRRef[T any](w *Worker, h core.HandleID) *RRef[T] {
 }
 
 // Owner names the worker that holds the value.
-func (r *RRef[T]) Owner() string { return r.w.nameOf(r.owner) }
+func (r *RRef[T]) Owner() string {
+	if r.w == nil {
+		return ""
+	}
+	return r.w.nameOf(r.owner)
+}
 
 // IsOwner reports whether the value lives on this worker.
-func (r *RRef[T]) IsOwner() bool { return r.owner == r.w.id }
+func (r *RRef[T]) IsOwner() bool { return r.w != nil && r.owner == r.w.id }
 
 // Confirmed reports whether the owner has confirmed this reference (always
 // true on the owner).
 func (r *RRef[T]) Confirmed() bool {
+	if r.w == nil {
+		return false
+	}
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
 	return r.w.c.Handle(r.h).Confirmed
@@ -62,6 +70,9 @@ func (r *RRef[T]) Confirmed() bool {
 // its return (the runtime releases argument RRefs when the function
 // returns, unless kept). The caller must Release it later.
 func (r *RRef[T]) Keep() *RRef[T] {
+	if r.w == nil {
+		return r
+	}
 	r.w.mu.Lock()
 	r.w.kept[r.h] = true
 	r.w.mu.Unlock()
@@ -72,6 +83,9 @@ func (r *RRef[T]) Keep() *RRef[T] {
 // worker; each must be released. A clone of a user's RRef is a new fork the
 // owner confirms, like one passed to another worker.
 func (r *RRef[T]) Clone() (*RRef[T], error) {
+	if r.w == nil {
+		return nil, ErrUnbound
+	}
 	var h core.HandleID
 	var err error
 	r.w.apply(func(c *core.Core) { h, err = c.Dup(r.h) })
@@ -84,6 +98,9 @@ func (r *RRef[T]) Clone() (*RRef[T], error) {
 // Release drops this reference. It is idempotent; the value is freed on its
 // owner once the last reference anywhere is released.
 func (r *RRef[T]) Release() error {
+	if r.w == nil {
+		return nil
+	}
 	r.state.mu.Lock()
 	done := r.state.released
 	r.state.released = true
@@ -117,6 +134,10 @@ func fetchError(fr core.FetchResult, fn string) error {
 // a value still being created; it fails at once when the owner died, the
 // reference was released, lost, or its Remote timed out.
 func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
+	if r.w == nil {
+		var zero T
+		return zero, ErrUnbound
+	}
 	// Waited for here, polling the owner's connection like Call, rather
 	// than on a goroutine of its own as Fetch does.
 	return r.awaitFetch(ctx, r.startFetch(ctx, true))
@@ -126,6 +147,11 @@ func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
 // Release right after it still lets the fetch complete.
 func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
 	f := &Future[T]{done: make(chan struct{})}
+	if r.w == nil {
+		f.err = ErrUnbound
+		close(f.done)
+		return f
+	}
 	pf := r.startFetch(ctx, false)
 	go func() {
 		defer close(f.done)
@@ -194,6 +220,9 @@ func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err err
 // it fails (use ToHere).
 func (r *RRef[T]) LocalValue(ctx context.Context) (T, error) {
 	var zero T
+	if r.w == nil {
+		return zero, ErrUnbound
+	}
 	if !r.IsOwner() {
 		return zero, fmt.Errorf("worker: LocalValue on %s, which does not own the value (owner %s)", r.w.name, r.Owner())
 	}
@@ -204,6 +233,9 @@ func (r *RRef[T]) LocalValue(ctx context.Context) (T, error) {
 func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
 	if ra, ok := any(a).(rrefArg); ok && !reflect.ValueOf(a).IsNil() {
 		ow, h := ra.handle()
+		if ow == nil {
+			return nil, nil, ErrUnbound
+		}
 		if ow != w {
 			return nil, nil, fmt.Errorf("worker: an RRef of worker %s passed through worker %s", ow.name, w.name)
 		}
@@ -271,6 +303,9 @@ func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg
 }
 
 func (r *RRef[T]) markReleased() {
+	if r.state == nil {
+		return
+	}
 	r.state.mu.Lock()
 	r.state.released = true
 	r.state.mu.Unlock()
@@ -479,6 +514,10 @@ func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
 	w.apply(func(c *core.Core) { h = c.NewLocal(b) })
 	return bindRRef[T](w, h), nil
 }
+
+// ErrUnbound: an RRef that no worker made (a zero RRef[T], or one decoded
+// outside a call, e.g. from an interface-typed field) refers to nothing.
+var ErrUnbound = errors.New("worker: RRef not bound to a worker")
 
 // ErrRRefInValue: a value an RRef refers to is stored and fetched as bytes,
 // so it cannot itself hold RRefs (pass them in calls instead).

@@ -20,7 +20,8 @@ import (
 // The receiver decodes the value, then binds each RRef in place to the
 // handle the core made for it. Only exported fields are searched, as gob
 // and JSON only encode those; an RRef held in an interface-typed field is
-// not found (its encoding fails).
+// not found: its encoding fails, or, if its type was registered with gob,
+// it arrives unbound and its methods fail with ErrUnbound.
 
 // holdsRRefs reports whether a value of type t may hold an RRef below its
 // top level.
@@ -107,6 +108,9 @@ func encodeNested(w *Worker, v reflect.Value) ([]byte, []core.HandleID, error) {
 	seen := map[core.HandleID]bool{}
 	err := walkRRefs(v, func(ra rrefArg) error {
 		ow, h := ra.handle()
+		if ow == nil {
+			return ErrUnbound
+		}
 		if ow != w {
 			return fmt.Errorf("worker: an RRef of worker %s passed through worker %s", ow.name, w.name)
 		}

@@ -159,3 +159,33 @@ func FuzzNestedDecode(f *testing.F) {
 		})
 	})
 }
+
+// An RRef no worker made refers to nothing: its methods say so rather than
+// crash, and passing it fails.
+func TestUnboundRRef(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws)
+	var r RRef[int]
+	ctx := ctxT(t)
+	if _, err := r.ToHere(ctx); !errors.Is(err, ErrUnbound) {
+		t.Errorf("ToHere: %v", err)
+	}
+	if _, err := r.Fetch(ctx).Wait(ctx); !errors.Is(err, ErrUnbound) {
+		t.Errorf("Fetch: %v", err)
+	}
+	if _, err := r.LocalValue(ctx); !errors.Is(err, ErrUnbound) {
+		t.Errorf("LocalValue: %v", err)
+	}
+	if _, err := r.Clone(); !errors.Is(err, ErrUnbound) {
+		t.Errorf("Clone: %v", err)
+	}
+	if r.Owner() != "" || r.IsOwner() || r.Confirmed() || r.Release() != nil || r.Keep() != &r {
+		t.Error("an unbound RRef claims an owner, confirmation or a release")
+	}
+	if _, err := Call[int](ctx, ws[0], "B", "fetch", &r); !errors.Is(err, ErrUnbound) {
+		t.Errorf("passing an unbound RRef: %v", err)
+	}
+	if _, err := Call[int](ctx, ws[0], "B", "run", job{Weights: &r}); !errors.Is(err, ErrUnbound) {
+		t.Errorf("passing an unbound RRef in a value: %v", err)
+	}
+}
