@@ -64,6 +64,12 @@ func (fastCodec) Marshal(v any) ([]byte, error) {
 	// Fixed-size values (arrays and structs of sized numbers) and slices of
 	// them are laid out directly; a fresh gob stream would re-send and
 	// re-compile type information for every message.
+	if v == nil {
+		return Gob.Marshal(v)
+	}
+	if b, ok := marshalPlain(v); ok {
+		return b, nil
+	}
 	if t := reflect.TypeOf(v); t != nil {
 		if t.Kind() == reflect.Slice && fixedSize(t.Elem()) > 0 {
 			b := binary.AppendUvarint(nil, uint64(reflect.ValueOf(v).Len()))
@@ -153,6 +159,9 @@ func (fastCodec) Unmarshal(data []byte, v any) error {
 		rv := reflect.ValueOf(v)
 		if rv.Kind() != reflect.Pointer || rv.IsNil() {
 			return fmt.Errorf("%w: Unmarshal needs a non-nil pointer, not %T", ErrCodec, v)
+		}
+		if done, err := unmarshalPlain(data, rv, bad); done {
+			return err
 		}
 		t := rv.Elem().Type()
 		if t.Kind() == reflect.Slice {
