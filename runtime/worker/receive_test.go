@@ -38,8 +38,9 @@ func TestNestedCallsBackHandOff(t *testing.T) {
 	// The outermost ping runs on b's receiving goroutine and must give its
 	// connection away when it waits; deeper calls may arrive while a caller
 	// polls for its reply, and run on goroutines of their own.
-	if h := b.DebugInfo().Handoffs; h < 1 {
-		t.Errorf("the outermost ping waited without handing off its connection (%d hand-offs)", h)
+	// (On a loaded machine the watchdog may move it first: an overrun.)
+	if d := b.DebugInfo(); d.Handoffs+d.Overruns < 1 {
+		t.Errorf("the outermost ping waited without giving its connection away (%+v)", d)
 	}
 }
 
