@@ -373,7 +373,7 @@ func (c *Conn) Poll(fn func(p []byte) error) (bool, error) {
 	}
 	c.inUse.RLock()
 	defer c.inUse.RUnlock()
-	c.BeginPoll()
+	c.beginPoll()
 	defer c.endPoll()
 	return c.wait(context.Background(), fn, false)
 }
@@ -388,7 +388,15 @@ func (c *Conn) Polls() bool { return c.l.cheapCredits() }
 // about to send a request and poll for its reply begins the session before
 // sending, so a quick reply costs the peer no wake-up call.
 func (c *Conn) BeginPoll() {
-	if c.pollers.Add(1) == 1 {
+	c.inUse.RLock()
+	defer c.inUse.RUnlock()
+	c.beginPoll()
+}
+
+// beginPoll is BeginPoll under inUse: after Close the ring may be unmapped,
+// and only the count is kept, so that EndPoll balances it.
+func (c *Conn) beginPoll() {
+	if c.pollers.Add(1) == 1 && c.broken.Load() == nil {
 		c.l.polling(true)
 	}
 }
