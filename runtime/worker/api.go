@@ -86,6 +86,9 @@ func (r *RRef[T]) Clone() (*RRef[T], error) {
 	if r.w == nil {
 		return nil, ErrUnbound
 	}
+	if r.w.closed.Load() {
+		return nil, ErrClosed
+	}
 	var h core.HandleID
 	var err error
 	r.w.apply(func(c *core.Core) { h, err = c.Dup(r.h) })
@@ -182,6 +185,10 @@ func (r *RRef[T]) startFetch(ctx context.Context, poll bool) pendingFetch {
 	}
 	_, hasDeadline := ctx.Deadline()
 	r.w.apply(func(c *core.Core) {
+		if r.w.closed.Load() { // see startCall
+			pf.ch <- core.FetchResult{Err: rref.ErrorKindOwnerFailed}
+			return
+		}
 		pf.id = c.Fetch(h)
 		r.w.fetches.add(pf.id, pf.ch, r.w.defaultDue(hasDeadline))
 	})
@@ -212,6 +219,8 @@ func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err err
 	}
 	if err = fetchError(fr, "remote"); err == nil {
 		err = w.cfg.Codec.Unmarshal(fr.Value, &v)
+	} else if fr.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
+		err = fmt.Errorf("%w (%w)", ErrClosed, err)
 	}
 	return v, err
 }
@@ -339,14 +348,23 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 		pc.poll = w.beginPoll(id)
 	}
 	_, hasDeadline := ctx.Deadline()
+	closed := false
 	w.apply(func(c *core.Core) {
+		// Close fails the calls it finds under this lock; later ones must
+		// not wait for an answer no one will give.
+		if closed = w.closed.Load(); closed {
+			return
+		}
 		pc.id, err = c.Call(id, fn, args, refs)
 		if err == nil {
 			w.calls.add(pc.id, pc.ch, w.defaultDue(hasDeadline))
 		}
 	})
-	if err != nil {
+	if closed || err != nil {
 		w.endPoll(id, pc.poll)
+		if closed {
+			return pendingCall{}, ErrClosed
+		}
 		return pendingCall{}, fmt.Errorf("%w: %v", ErrPeerFailed, err)
 	}
 	return pc, nil
@@ -419,6 +437,9 @@ func finishCall[R any](ctx context.Context, w *Worker, fn string, pc pendingCall
 	}
 	if err := callError(res, fn); err != nil {
 		w.releaseAll(res.Handles)
+		if res.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
+			err = fmt.Errorf("%w (%w)", ErrClosed, err)
+		}
 		return zero, err
 	}
 	return decodeArg[R](w, res.Result, res.Handles)
@@ -485,7 +506,15 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 		return nil, err
 	}
 	var h core.HandleID
-	w.apply(func(c *core.Core) { h, err = c.Remote(id, fn, args, refs) })
+	closed := false
+	w.apply(func(c *core.Core) {
+		if closed = w.closed.Load(); !closed {
+			h, err = c.Remote(id, fn, args, refs)
+		}
+	})
+	if closed {
+		return nil, ErrClosed
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPeerFailed, err)
 	}
@@ -505,6 +534,9 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
 	if err := storable[T](); err != nil {
 		return nil, err
+	}
+	if w.closed.Load() {
+		return nil, ErrClosed
 	}
 	b, err := w.cfg.Codec.Marshal(v)
 	if err != nil {

@@ -132,3 +132,117 @@ func TestBusyPollingCallerHonoursContext(t *testing.T) {
 		t.Fatal("a busy-polling caller ignored its context")
 	}
 }
+
+// Callers polling their connections while the peer closes: every call
+// returns (with an error once the peer is gone), nothing hangs or crashes.
+func TestPeerClosesUnderPollingCallers(t *testing.T) {
+	for _, transport := range []string{"mem", "shm"} {
+		t.Run(transport, func(t *testing.T) { closeUnderPollers(t, transport) })
+	}
+}
+
+// pair starts workers A and B over transport, B serving "add".
+func pair(t *testing.T, transport string) (*Worker, *Worker) {
+	if transport == "mem" {
+		ws := group(t, "A", "B")
+		return ws[0], ws[1]
+	}
+	peers := peersFor(transport)
+	ctx := ctxT(t)
+	var b *Worker
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		b, err = Start(ctx, "B", peers, []byte("p"), Config{Logger: quiet, Setup: func(w *Worker) {
+			Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		}})
+		done <- err
+	}()
+	a, err := Start(ctx, "A", peers, []byte("p"), Config{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+func closeUnderPollers(t *testing.T, transport string) {
+	for round := range 20 {
+		a, b := pair(t, transport)
+		ctx := ctxT(t)
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				for {
+					if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		b.Close()
+		for range 8 {
+			select {
+			case err := <-errs:
+				if !errors.Is(err, ErrPeerFailed) {
+					t.Fatalf("round %d: a call to a closed peer failed with %v", round, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: a caller did not return after its peer closed", round)
+			}
+		}
+		a.Close()
+	}
+}
+
+// Callers polling while their own worker closes return too, and a call
+// made after Close fails at once.
+func TestCloseUnderPollingCallers(t *testing.T) {
+	for _, transport := range []string{"mem", "shm"} {
+		t.Run(transport, func(t *testing.T) {
+			for round := range 10 {
+				a, b := pair(t, transport)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				errs := make(chan error, 8)
+				for range 8 {
+					go func() {
+						for {
+							if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}()
+				}
+				time.Sleep(time.Duration(round%5) * time.Millisecond)
+				a.Close()
+				for range 8 {
+					select {
+					case err := <-errs:
+						if !errors.Is(err, ErrClosed) {
+							t.Fatalf("round %d: a call on a worker closing under it: %v", round, err)
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatalf("round %d: a caller did not return after its worker closed", round)
+					}
+				}
+				start := time.Now()
+				if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); !errors.Is(err, ErrClosed) || time.Since(start) > 5*time.Second {
+					t.Fatalf("a call on a closed worker: %v after %v", err, time.Since(start))
+				}
+				if _, err := Remote[int](ctx, a, "B", "add", [2]int{1, 2}); !errors.Is(err, ErrClosed) {
+					t.Fatalf("a Remote on a closed worker: %v", err)
+				}
+				if _, err := NewRRef(a, 1); !errors.Is(err, ErrClosed) {
+					t.Fatalf("NewRRef on a closed worker: %v", err)
+				}
+				b.Close()
+			}
+		})
+	}
+}
