@@ -171,31 +171,40 @@ func pair(t *testing.T, transport string) (*Worker, *Worker) {
 func closeUnderPollers(t *testing.T, transport string) {
 	for round := range 20 {
 		a, b := pair(t, transport)
-		ctx := ctxT(t)
-		errs := make(chan error, 8)
-		for range 8 {
-			go func() {
-				for {
-					if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		time.Sleep(time.Duration(round%5) * time.Millisecond)
-		b.Close()
-		for range 8 {
-			select {
-			case err := <-errs:
-				if !errors.Is(err, ErrPeerFailed) {
-					t.Fatalf("round %d: a call to a closed peer failed with %v", round, err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("round %d: a caller did not return after its peer closed", round)
-			}
-		}
+		closeUnderCallers(t, round, a, b, ErrPeerFailed)
 		a.Close()
+	}
+}
+
+// closeUnderCallers runs eight callers from a to b in loops, closes victim
+// after a moment that varies with round, and expects every caller to
+// return with want.
+func closeUnderCallers(t *testing.T, round int, a, victim *Worker, want error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for {
+				if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Duration(round%5) * time.Millisecond)
+	victim.Close()
+	for range 8 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, want) {
+				t.Fatalf("round %d: a call failed with %v, want %v", round, err, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a caller did not return after %s closed", round, victim.Name())
+		}
 	}
 }
 
@@ -206,31 +215,8 @@ func TestCloseUnderPollingCallers(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			for round := range 10 {
 				a, b := pair(t, transport)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				errs := make(chan error, 8)
-				for range 8 {
-					go func() {
-						for {
-							if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); err != nil {
-								errs <- err
-								return
-							}
-						}
-					}()
-				}
-				time.Sleep(time.Duration(round%5) * time.Millisecond)
-				a.Close()
-				for range 8 {
-					select {
-					case err := <-errs:
-						if !errors.Is(err, ErrClosed) {
-							t.Fatalf("round %d: a call on a worker closing under it: %v", round, err)
-						}
-					case <-time.After(10 * time.Second):
-						t.Fatalf("round %d: a caller did not return after its worker closed", round)
-					}
-				}
+				closeUnderCallers(t, round, a, a, ErrClosed)
+				ctx := ctxT(t)
 				start := time.Now()
 				if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); !errors.Is(err, ErrClosed) || time.Since(start) > 5*time.Second {
 					t.Fatalf("a call on a closed worker: %v after %v", err, time.Since(start))
