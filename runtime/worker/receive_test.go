@@ -217,9 +217,9 @@ func TestCloseUnderPollingCallers(t *testing.T) {
 				a, b := pair(t, transport)
 				closeUnderCallers(t, round, a, a, ErrClosed)
 				ctx := ctxT(t)
-				start := time.Now()
-				if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); !errors.Is(err, ErrClosed) || time.Since(start) > 5*time.Second {
-					t.Fatalf("a call on a closed worker: %v after %v", err, time.Since(start))
+				// A call that waited would end with its context's deadline instead.
+				if _, err := Call[int](ctx, a, "B", "add", [2]int{1, 2}); !errors.Is(err, ErrClosed) {
+					t.Fatalf("a call on a closed worker: %v", err)
 				}
 				if _, err := Remote[int](ctx, a, "B", "add", [2]int{1, 2}); !errors.Is(err, ErrClosed) {
 					t.Fatalf("a Remote on a closed worker: %v", err)
