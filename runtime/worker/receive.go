@@ -227,6 +227,12 @@ func (w *Worker) beginPoll(peer core.WorkerID) *fifo.Conn {
 	if peer == w.id || int(peer) > len(w.peers) || w.peers[peer-1] == nil || !w.peers[peer-1].Polls() {
 		return nil
 	}
+	// With one processor, a caller spinning would keep the receiving
+	// goroutine (or anything else) from running: wait to be handed the
+	// result instead.
+	if !w.multiProc.Load() {
+		return nil
+	}
 	if !w.rx.polling[peer-1].CompareAndSwap(false, true) {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,6 +117,9 @@ type Worker struct {
 	wg       sync.WaitGroup
 	closed   atomic.Bool
 	leaving  atomic.Bool // in Shutdown
+	// GOMAXPROCS > 1, read at start and by the sweeper (reading it takes
+	// the scheduler's lock): callers poll only then.
+	multiProc atomic.Bool
 
 	running   atomic.Int64 // user functions running; Shutdown waits for them
 	jittering atomic.Int64 // messages held back by Config.Jitter
@@ -139,6 +143,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	w.bar = newBarrier(len(names))
 	w.rx = receivers{active: map[*receiver]struct{}{}, epoch: time.Now(), wake: make(chan struct{}, 1),
 		polling: make([]atomic.Bool, len(names))}
+	w.multiProc.Store(runtime.GOMAXPROCS(0) > 1)
 	w.wg.Add(2)
 	go w.sweep()
 	go w.watchdog()
@@ -456,6 +461,7 @@ func (w *Worker) sweep() {
 		case <-w.ctx.Done():
 			return
 		case now := <-t.C:
+			w.multiProc.Store(runtime.GOMAXPROCS(0) > 1)
 			w.mu.Lock()
 			calls, fetches := w.calls.overdue(now), w.fetches.overdue(now)
 			w.mu.Unlock()
