@@ -368,14 +368,15 @@ func (c *Conn) RecvFunc(ctx context.Context, fn func(p []byte) error) error {
 // wake parked receivers (a wake-up is a system call), and the last poller
 // to leave wakes them if a message came meanwhile.
 func (c *Conn) Poll(fn func(p []byte) error) (bool, error) {
-	if got, err, _, _ := c.takeNow(fn); got || err != nil {
+	got, err, pos, seq := c.takeNow(fn)
+	if got || err != nil {
 		return got, err
 	}
 	c.inUse.RLock()
 	defer c.inUse.RUnlock()
 	c.beginPoll()
 	defer c.endPoll()
-	return c.wait(context.Background(), fn, false)
+	return c.wait(context.Background(), fn, false, pos, seq)
 }
 
 // Polls reports whether Poll is worth calling: on shared memory a poll is
@@ -446,19 +447,21 @@ func (c *Conn) takeNow(deliver func(p []byte) error) (got bool, err error, pos u
 // each spins, then a blocking one parks (one parker at a time). Waiting
 // receivers read-hold inUse, so Close unmaps the ring only after they left.
 func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
-	if got, err, _, _ := c.takeNow(deliver); got || err != nil {
+	got, err, pos, seq := c.takeNow(deliver)
+	if got || err != nil {
 		return got, err
 	}
 	c.inUse.RLock() // once: a read lock is not reentrant while Close waits
 	defer c.inUse.RUnlock()
-	return c.wait(ctx, deliver, block)
+	return c.wait(ctx, deliver, block, pos, seq)
 }
 
-// wait is recv's waiting part, under inUse.
-func (c *Conn) wait(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
-	got, err, pos, seq := c.takeNow(deliver)
-	if got || err != nil {
-		return got, err
+// wait is the waiting part of recv and Poll, under inUse, for the message
+// due at pos (where takeNow found nothing).
+func (c *Conn) wait(ctx context.Context, deliver func(p []byte) error, block bool, pos uint64, seq uint32) (bool, error) {
+	// Close may have unmapped the ring before the read lock was taken.
+	if p := c.broken.Load(); p != nil {
+		return false, *p
 	}
 	r := c.l.rx()
 	for {
@@ -473,6 +476,8 @@ func (c *Conn) wait(ctx context.Context, deliver func(p []byte) error, block boo
 			}
 			return false, err
 		}
+		var got bool
+		var err error
 		if got, err, pos, seq = c.takeNow(deliver); got || err != nil {
 			return got, err
 		}
