@@ -38,8 +38,15 @@ type receiver struct {
 	conn *fifo.Conn
 	ctx  context.Context // w.ctx carrying this receiver, for the functions it runs
 
-	since    atomic.Int64 // when the function it runs inline started (ns since w.epoch); 0: none
-	replaced atomic.Bool  // another goroutine now receives for it
+	inline   atomic.Uint64 // the number of the function it runs inline; 0: none
+	runs     uint64        // functions it ran inline (its own goroutine's)
+	replaced atomic.Bool   // another goroutine now receives for it
+
+	// The watchdog's: the inline function it last saw, and for how many
+	// ticks. Counting ticks instead of reading the clock keeps the clock
+	// off the path of every call.
+	seen      uint64
+	seenTicks int
 }
 
 type receiverKey struct{}
@@ -48,14 +55,11 @@ type receiverKey struct{}
 type receivers struct {
 	mu     sync.Mutex
 	active map[*receiver]struct{}
-	epoch  time.Time
 	idle   atomic.Bool   // the watchdog waits for wake
 	wake   chan struct{} // cap 1
 
 	polling []atomic.Bool // index peer-1: a caller polls its connection
 }
-
-func (w *Worker) nanos() int64 { return int64(time.Since(w.rx.epoch)) + 1 }
 
 // startReceiver starts a goroutine receiving from peer from.
 func (w *Worker) startReceiver(from core.WorkerID, conn *fifo.Conn) {
@@ -114,18 +118,19 @@ func (r *receiver) loop() {
 func (r *receiver) runInline(run core.Run) {
 	w := r.w
 	w.running.Add(1)
-	r.since.Store(w.nanos())
+	r.runs++
+	r.inline.Store(r.runs)
 	if w.rx.idle.Load() && w.rx.idle.CompareAndSwap(true, false) {
 		w.rx.wake <- struct{}{}
 	}
 	w.execute(r.ctx, run)
-	r.since.Store(0)
+	r.inline.Store(0)
 }
 
 // handOff gives r's connection to a new receiving goroutine, once, while r
 // runs a function.
 func (r *receiver) handOff(byWatchdog bool) {
-	if r.since.Load() != 0 && !r.w.closed.Load() && r.replaced.CompareAndSwap(false, true) {
+	if r.inline.Load() != 0 && !r.w.closed.Load() && r.replaced.CompareAndSwap(false, true) {
 		if byWatchdog {
 			r.w.stats.overruns.Add(1)
 		} else {
@@ -169,7 +174,7 @@ func (w *Worker) watchdog() {
 		// second look.
 		quiet = 0
 		w.rx.idle.Store(true)
-		if w.overrun() && w.rx.idle.CompareAndSwap(true, false) {
+		if w.anyInline() && w.rx.idle.CompareAndSwap(true, false) {
 			continue
 		}
 		select {
@@ -181,18 +186,35 @@ func (w *Worker) watchdog() {
 	}
 }
 
-// overrun hands off the connections of functions past inlineLimit, and
-// reports whether any function runs inline.
+// anyInline reports whether a function runs inline now.
+func (w *Worker) anyInline() bool {
+	w.rx.mu.Lock()
+	defer w.rx.mu.Unlock()
+	for r := range w.rx.active {
+		if r.inline.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// overrun hands off the connections of functions seen running inline on
+// three ticks in a row (two tick intervals: inlineLimit), and reports
+// whether any function runs inline.
 func (w *Worker) overrun() (busy bool) {
-	now := w.nanos()
 	var late []*receiver
 	w.rx.mu.Lock()
 	for r := range w.rx.active {
-		if s := r.since.Load(); s != 0 {
-			busy = true
-			if time.Duration(now-s) > inlineLimit {
-				late = append(late, r)
-			}
+		n := r.inline.Load()
+		if n == 0 {
+			r.seen, r.seenTicks = 0, 0
+			continue
+		}
+		busy = true
+		if n != r.seen {
+			r.seen, r.seenTicks = n, 0
+		} else if r.seenTicks++; r.seenTicks >= 2 {
+			late = append(late, r)
 		}
 	}
 	w.rx.mu.Unlock()

@@ -141,7 +141,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	w.metrics = newMetrics(w)
 	w.bar = newBarrier(len(names))
-	w.rx = receivers{active: map[*receiver]struct{}{}, epoch: time.Now(), wake: make(chan struct{}, 1),
+	w.rx = receivers{active: map[*receiver]struct{}{}, wake: make(chan struct{}, 1),
 		polling: make([]atomic.Bool, len(names))}
 	w.multiProc.Store(runtime.GOMAXPROCS(0) > 1)
 	w.wg.Add(2)
