@@ -128,8 +128,8 @@ type Worker struct {
 	bar       barrier
 
 	stats struct {
-		sent, received, bytesOut, bytesIn atomic.Uint64
-		handoffs, overruns                atomic.Uint64
+		bytesOut, bytesIn  atomic.Uint64 // frame counts are w.bar's
+		handoffs, overruns atomic.Uint64
 	}
 }
 
@@ -321,11 +321,9 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 // countFrame records one frame handed to, or taken from, the transport.
 func (w *Worker) countFrame(out bool, peer core.WorkerID, frame []byte) {
 	if out {
-		w.bar.sent[peer-1].Add(1)
-		w.stats.sent.Add(1)
+		w.bar.sent[peer-1].Add(1) // MessagesSent and the shutdown barrier
 		w.stats.bytesOut.Add(uint64(len(frame)))
 	} else {
-		w.stats.received.Add(1)
 		w.stats.bytesIn.Add(uint64(len(frame)))
 	}
 	w.metrics.count(out, frame)
@@ -478,6 +476,7 @@ func (w *Worker) sweep() {
 // DebugInfo are the core's debug counters and the transport's traffic.
 type DebugInfo struct {
 	core.Counters
+	// Protocol messages handed to the transport, and received and acted on.
 	MessagesSent, MessagesReceived uint64
 	BytesSent, BytesReceived       uint64
 	PendingCalls, PendingFetches   int
@@ -503,10 +502,18 @@ func (w *Worker) DebugInfo() DebugInfo {
 			ob.mu.Unlock()
 		}
 	}
-	return DebugInfo{Counters: w.c.Counters(), MessagesSent: w.stats.sent.Load(), MessagesReceived: w.stats.received.Load(),
+	c := w.bar.snapshot()
+	return DebugInfo{Counters: w.c.Counters(), MessagesSent: sum(c.sent), MessagesReceived: sum(c.taken),
 		BytesSent: w.stats.bytesOut.Load(), BytesReceived: w.stats.bytesIn.Load(),
 		PendingCalls: w.calls.len(), PendingFetches: w.fetches.len(), Outgoing: out,
 		Handoffs: w.stats.handoffs.Load(), Overruns: w.stats.overruns.Load()}
+}
+
+func sum(v []uint64) (n uint64) {
+	for _, x := range v {
+		n += x
+	}
+	return n
 }
 
 // LeakError lists what was still held when a graceful shutdown gave up.
