@@ -198,24 +198,9 @@ func (r *RRef[T]) startFetch(ctx context.Context, poll bool) pendingFetch {
 func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err error) {
 	w := r.w
 	defer func() { w.metrics.observeFetch(time.Since(pf.start)) }()
-	if pf.poll != nil {
-		mayBlock(ctx)
-		w.pollFor(ctx, r.owner, pf.poll, func() bool { return len(pf.ch) > 0 })
-		w.endPoll(r.owner, pf.poll)
-	}
-	var fr core.FetchResult
-	select {
-	case fr = <-pf.ch:
-	default:
-		mayBlock(ctx)
-		select {
-		case fr = <-pf.ch:
-		case <-ctx.Done():
-			w.mu.Lock()
-			w.fetches.take(pf.id)
-			w.mu.Unlock()
-			return v, ctx.Err()
-		}
+	fr, err := await(ctx, w, r.owner, pf.poll, pf.ch, &w.fetches, pf.id)
+	if err != nil {
+		return v, err
 	}
 	if err = fetchError(fr, "remote"); err == nil {
 		err = w.cfg.Codec.Unmarshal(fr.Value, &v)
@@ -370,32 +355,35 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 	return pc, nil
 }
 
-// awaitCall waits for a started call's result, reading the connection it
-// comes from itself for a while (see pollFor) before it sleeps.
-func (w *Worker) awaitCall(ctx context.Context, pc pendingCall) (core.CallResult, error) {
-	if pc.poll != nil {
+// await waits for the result due on ch (registered as id in p) from
+// peer. With a polling session begun (conn), it first reads the peer's
+// connection itself (see pollFor), then it sleeps until the result comes or
+// ctx ends. When ctx ends it withdraws id; a result that came meanwhile is
+// returned with ctx's error, for the caller to release what it holds.
+func await[T any](ctx context.Context, w *Worker, peer core.WorkerID, conn *fifo.Conn, ch chan T, p *waiting[T], id uint64) (T, error) {
+	if conn != nil {
 		mayBlock(ctx)
-		w.pollFor(ctx, pc.to, pc.poll, func() bool { return len(pc.ch) > 0 })
-		w.endPoll(pc.to, pc.poll)
+		w.pollFor(ctx, peer, conn, func() bool { return len(ch) > 0 })
+		w.endPoll(peer, conn)
 	}
 	select {
-	case res := <-pc.ch:
+	case res := <-ch:
 		return res, nil
 	default:
 	}
 	mayBlock(ctx)
 	select {
-	case res := <-pc.ch:
+	case res := <-ch:
 		return res, nil
 	case <-ctx.Done():
 		w.mu.Lock()
-		pending := w.calls.take(pc.id) != nil
+		pending := p.take(id) != nil
 		w.mu.Unlock()
+		var res T
 		if !pending {
-			res := <-pc.ch // answered meanwhile: drop what it returned
-			w.releaseAll(res.Handles)
+			res = <-ch // answered meanwhile
 		}
-		return core.CallResult{}, ctx.Err()
+		return res, ctx.Err()
 	}
 }
 
@@ -431,8 +419,9 @@ func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, er
 
 func finishCall[R any](ctx context.Context, w *Worker, fn string, pc pendingCall) (R, error) {
 	var zero R
-	res, err := w.awaitCall(ctx, pc)
+	res, err := await(ctx, w, pc.to, pc.poll, pc.ch, &w.calls, pc.id)
 	if err != nil {
+		w.releaseAll(res.Handles) // an answer that came too late
 		return zero, err
 	}
 	if err := callError(res, fn); err != nil {

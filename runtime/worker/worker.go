@@ -187,20 +187,10 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 		w.cfg.Logger.Warn("rref protocol error", "worker", w.name, "err", err)
 	}
 	for _, fr := range r.Fetches {
-		w.mu.Lock()
-		ch := w.fetches.take(fr.FetchID)
-		w.mu.Unlock()
-		if ch != nil {
-			ch <- fr
-		}
+		hand(w, &w.fetches, fr.FetchID, fr)
 	}
 	for _, cr := range r.Calls {
-		w.mu.Lock()
-		ch := w.calls.take(cr.CallID)
-		w.mu.Unlock()
-		if ch != nil {
-			ch <- cr
-		} else {
+		if !hand(w, &w.calls, cr.CallID, cr) {
 			// The caller gave up: release what the call returned.
 			w.releaseAll(cr.Handles)
 		}
@@ -222,6 +212,17 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 		}
 	}
 	return handedOff
+}
+
+// hand gives v to whoever waits for id in p, and reports whether anyone did.
+func hand[T any](w *Worker, p *waiting[T], id uint64, v T) bool {
+	w.mu.Lock()
+	ch := p.take(id)
+	w.mu.Unlock()
+	if ch != nil {
+		ch <- v
+	}
+	return ch != nil
 }
 
 // outbox queues frames for one peer. A receive loop never blocks on a send:
