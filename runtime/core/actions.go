@@ -39,8 +39,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 		c.owners[id] = o
 		h := c.newHandle(&handleRec{kind: handleSelfFork, rref: id, fork: self})
 		descs := c.forkAll(refs, c.self)
-		run := &pendingRun{run: Run{Kind: RunRemote, From: c.self, RRef: id, Fn: fn, Args: args}}
-		c.receiveAll(c.self, descs, run)
+		c.runAfter(c.self, descs, Run{Kind: RunRemote, From: c.self, RRef: id, Fn: fn, Args: args})
 		return h, nil
 	}
 	fork := ForkID{Worker: c.self, Local: c.newID()}
@@ -265,6 +264,17 @@ func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 		u.pinned++
 	}
 	return rref.RRefDesc{Owner: u.owner, RRef: u.rref, Fork: child, Parent: u.fork}
+}
+
+// runAfter receives descs from worker from and emits run once every one of
+// them is confirmed; a run that waits for none is emitted at once, with no
+// record kept.
+func (c *Core) runAfter(from WorkerID, descs []rref.RRefDesc, run Run) {
+	if len(descs) == 0 {
+		c.ready.Runs = append(c.ready.Runs, run)
+		return
+	}
+	c.receiveAll(from, descs, &pendingRun{run: run})
 }
 
 // receiveAll turns descriptors from worker from into handles, and arranges

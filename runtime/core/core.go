@@ -149,6 +149,15 @@ func (c *Core) TakeReady() Ready {
 	return r
 }
 
+// TakeReadyInto moves everything produced since the last call into *r and
+// continues with the slices *r held, emptied. A caller that passes back each
+// Ready it has acted on (and keeps nothing of its slices) lets the core
+// produce without allocating, as raft's Advance does.
+func (c *Core) TakeReadyInto(r *Ready) {
+	r.Reset()
+	c.ready, *r = *r, c.ready
+}
+
 // HasReady reports whether TakeReady would return anything.
 func (c *Core) HasReady() bool { return !c.ready.Empty() }
 

@@ -20,8 +20,7 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		if err := c.checkDescs(from, rref.CodeCall, m.RRefs); err != nil {
 			return err
 		}
-		run := &pendingRun{run: Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args}}
-		c.receiveAll(from, m.RRefs, run)
+		c.runAfter(from, m.RRefs, Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args})
 	case *rref.CallRet:
 		if c.calls[m.CallID] != from {
 			return c.refuse(from, rref.CodeCallRet, "reply to call %d, which was not made to it", m.CallID)
@@ -102,8 +101,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 		o.known++
 	}
 	c.send(from, &rref.RemoteRet{RRef: m.RRef, Fork: m.Fork})
-	run := &pendingRun{run: Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args}}
-	c.receiveAll(from, m.RRefs, run)
+	c.runAfter(from, m.RRefs, Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args})
 	return nil
 }
 

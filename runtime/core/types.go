@@ -125,6 +125,27 @@ type Ready struct {
 	Errors []error
 }
 
+// Reset empties r and keeps its slices' memory for reuse, except that of a
+// large burst (such as a peer's failure), which should not stay pinned.
+func (r *Ready) Reset() {
+	r.Messages = emptied(r.Messages)
+	r.Runs = emptied(r.Runs)
+	r.Fetches = emptied(r.Fetches)
+	r.Calls = emptied(r.Calls)
+	r.Freed = emptied(r.Freed)
+	r.Errors = emptied(r.Errors)
+}
+
+func emptied[T any](s []T) []T {
+	if cap(s) > maxKeptReady {
+		return nil
+	}
+	clear(s) // drop references to messages and values for the collector
+	return s[:0]
+}
+
+const maxKeptReady = 256
+
 // Empty reports whether r holds nothing.
 func (r *Ready) Empty() bool {
 	return len(r.Messages) == 0 && len(r.Runs) == 0 && len(r.Fetches) == 0 && len(r.Calls) == 0 &&

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/rrefkit/rref/fifo"
 	"github.com/rrefkit/rref/generated/rref"
@@ -172,7 +173,7 @@ type pendingFetch struct {
 }
 
 func (r *RRef[T]) startFetch(ctx context.Context, poll bool) pendingFetch {
-	pf := pendingFetch{ch: make(chan core.FetchResult, 1), start: time.Now()}
+	pf := pendingFetch{ch: fetchChans.get(), start: time.Now()}
 	r.state.mu.Lock()
 	released := r.state.released
 	r.state.mu.Unlock()
@@ -199,11 +200,12 @@ func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err err
 	w := r.w
 	defer func() { w.metrics.observeFetch(time.Since(pf.start)) }()
 	fr, err := await(ctx, w, r.owner, pf.poll, pf.ch, &w.fetches, pf.id)
+	fetchChans.put(pf.ch)
 	if err != nil {
 		return v, err
 	}
 	if err = fetchError(fr, "remote"); err == nil {
-		err = w.cfg.Codec.Unmarshal(fr.Value, &v)
+		v, err = decodeValue[T](w, fr.Value)
 	} else if fr.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
 		err = fmt.Errorf("%w (%w)", ErrClosed, err)
 	}
@@ -225,7 +227,16 @@ func (r *RRef[T]) LocalValue(ctx context.Context) (T, error) {
 
 // encodeArg encodes a value, or finds the RRef it is.
 func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
-	if ra, ok := any(a).(rrefArg); ok && !reflect.ValueOf(a).IsNil() {
+	t := reflect.TypeFor[A]()
+	if w.cfg.Codec == Fast {
+		// Laid out from where a is, without boxing it (an allocation).
+		if b, ok := encodeDirect(t, unsafe.Pointer(&a)); ok {
+			return b, nil, nil
+		}
+	}
+	if t.Kind() != reflect.Pointer {
+		// Only a pointer can be an RRef; boxing a is left to the codec.
+	} else if ra, ok := any(a).(rrefArg); ok && !reflect.ValueOf(a).IsNil() {
 		ow, h := ra.handle()
 		if ow == nil {
 			return nil, nil, ErrUnbound
@@ -235,7 +246,7 @@ func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
 		}
 		return nil, []core.HandleID{h}, nil
 	}
-	if holdsRRefs(reflect.TypeFor[A]()) {
+	if holdsRRefs(t) {
 		return encodeNested(w, reflect.ValueOf(a))
 	}
 	b, err := w.cfg.Codec.Marshal(a)
@@ -244,8 +255,40 @@ func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
 
 // decodeArg decodes a value, or binds the RRef it carries.
 func decodeArg[A any](w *Worker, b []byte, hs []core.HandleID) (A, error) {
+	t := reflect.TypeFor[A]()
+	if w.cfg.Codec == Fast {
+		// Laid out where a is, without handing the codec a pointer to it
+		// (which would move a to the heap).
+		var a A
+		if ok, err := decodeDirect(b, t, unsafe.Pointer(&a)); ok {
+			return a, err
+		}
+	}
+	return decodeBoxed[A](w, t, b, hs)
+}
+
+// decodeValue decodes a value that holds no RRef (one an RRef refers to).
+func decodeValue[T any](w *Worker, b []byte) (T, error) {
+	var v T
+	if w.cfg.Codec == Fast {
+		if ok, err := decodeDirect(b, reflect.TypeFor[T](), unsafe.Pointer(&v)); ok {
+			return v, err
+		}
+	}
+	return decodeBoxedValue[T](w, b)
+}
+
+func decodeBoxedValue[T any](w *Worker, b []byte) (T, error) {
+	var v T
+	err := w.cfg.Codec.Unmarshal(b, &v)
+	return v, err
+}
+
+func decodeBoxed[A any](w *Worker, t reflect.Type, b []byte, hs []core.HandleID) (A, error) {
 	var a A
-	if _, ok := any(a).(rrefArg); ok {
+	if t.Kind() != reflect.Pointer {
+		// Only a pointer can be an RRef.
+	} else if _, ok := any(a).(rrefArg); ok {
 		if len(hs) != 1 {
 			return a, fmt.Errorf("worker: expected one RRef, got %d", len(hs))
 		}
@@ -254,7 +297,7 @@ func decodeArg[A any](w *Worker, b []byte, hs []core.HandleID) (A, error) {
 			newBound(*Worker, core.HandleID) any
 		}).newBound(w, hs[0]).(A), nil
 	}
-	if holdsRRefs(reflect.TypeFor[A]()) {
+	if holdsRRefs(t) {
 		return a, decodeNested(w, b, hs, reflect.ValueOf(&a))
 	}
 	err := w.cfg.Codec.Unmarshal(b, &a)
@@ -328,7 +371,7 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 	if err != nil {
 		return pendingCall{}, err
 	}
-	pc := pendingCall{to: id, ch: make(chan core.CallResult, 1)}
+	pc := pendingCall{to: id, ch: callChans.get()}
 	if poll {
 		pc.poll = w.beginPoll(id)
 	}
@@ -346,6 +389,7 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 		}
 	})
 	if closed || err != nil {
+		callChans.put(pc.ch) // never registered
 		w.endPoll(id, pc.poll)
 		if closed {
 			return pendingCall{}, ErrClosed
@@ -420,6 +464,7 @@ func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, er
 func finishCall[R any](ctx context.Context, w *Worker, fn string, pc pendingCall) (R, error) {
 	var zero R
 	res, err := await(ctx, w, pc.to, pc.poll, pc.ch, &w.calls, pc.id)
+	callChans.put(pc.ch)
 	if err != nil {
 		w.releaseAll(res.Handles) // an answer that came too late
 		return zero, err

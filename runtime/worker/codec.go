@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"sync"
 )
@@ -36,48 +35,22 @@ var JSON Codec = jsonCodec{}
 var Gob Codec = gobCodec{}
 
 func (fastCodec) Marshal(v any) ([]byte, error) {
-	switch x := v.(type) {
-	case []byte:
-		return x, nil
-	case string:
-		return []byte(x), nil
-	case bool:
-		if x {
-			return []byte{1}, nil
-		}
-		return []byte{0}, nil
-	case int:
-		return binary.AppendVarint(nil, int64(x)), nil
-	case int64:
-		return binary.AppendVarint(nil, x), nil
-	case int32:
-		return binary.AppendVarint(nil, int64(x)), nil
-	case uint64:
-		return binary.AppendUvarint(nil, x), nil
-	case uint32:
-		return binary.AppendUvarint(nil, uint64(x)), nil
-	case float64:
-		return binary.LittleEndian.AppendUint64(nil, math.Float64bits(x)), nil
-	case float32:
-		return binary.LittleEndian.AppendUint32(nil, math.Float32bits(x)), nil
-	}
-	// Fixed-size values (arrays and structs of sized numbers) and slices of
-	// them are laid out directly; a fresh gob stream would re-send and
-	// re-compile type information for every message.
 	if v == nil {
 		return Gob.Marshal(v)
 	}
-	if b, ok := marshalPlain(v); ok {
+	// Scalars, strings and bytes, plain values (arrays and structs of sized
+	// numbers) and slices of them are laid out directly; a fresh gob stream
+	// would re-send and re-compile type information for every message.
+	if b, ok := encodeDirect(reflect.TypeOf(v), boxedData(v)); ok {
 		return b, nil
 	}
-	if t := reflect.TypeOf(v); t != nil {
-		if t.Kind() == reflect.Slice && fixedSize(t.Elem()) > 0 {
-			b := binary.AppendUvarint(nil, uint64(reflect.ValueOf(v).Len()))
-			return binary.Append(b, binary.LittleEndian, v)
-		}
-		if size := fixedSize(t); size > 0 {
-			return binary.Append(make([]byte, 0, size), binary.LittleEndian, v)
-		}
+	t := reflect.TypeOf(v)
+	if t.Kind() == reflect.Slice && fixedSize(t.Elem()) > 0 {
+		b := binary.AppendUvarint(nil, uint64(reflect.ValueOf(v).Len()))
+		return binary.Append(b, binary.LittleEndian, v)
+	}
+	if size := fixedSize(t); size > 0 {
+		return binary.Append(make([]byte, 0, size), binary.LittleEndian, v)
 	}
 	return Gob.Marshal(v)
 }
@@ -105,91 +78,38 @@ func (fastCodec) Unmarshal(data []byte, v any) error {
 	bad := func(what string) error {
 		return fmt.Errorf("%w: %d bytes are not a valid %s", ErrCodec, len(data), what)
 	}
-	switch p := v.(type) {
-	case *[]byte:
-		*p = append([]byte(nil), data...)
-	case *string:
-		*p = string(data)
-	case *bool:
-		if len(data) != 1 || data[0] > 1 {
-			return bad("bool")
-		}
-		*p = data[0] == 1
-	case *int:
-		x, n := binary.Varint(data)
-		if n != len(data) || n <= 0 || int64(int(x)) != x {
-			return bad("int")
-		}
-		*p = int(x)
-	case *int64:
-		x, n := binary.Varint(data)
-		if n != len(data) || n <= 0 {
-			return bad("int64")
-		}
-		*p = x
-	case *int32:
-		x, n := binary.Varint(data)
-		if n != len(data) || n <= 0 || x != int64(int32(x)) {
-			return bad("int32")
-		}
-		*p = int32(x)
-	case *uint64:
-		x, n := binary.Uvarint(data)
-		if n != len(data) || n <= 0 {
-			return bad("uint64")
-		}
-		*p = x
-	case *uint32:
-		x, n := binary.Uvarint(data)
-		if n != len(data) || n <= 0 || x > math.MaxUint32 {
-			return bad("uint32")
-		}
-		*p = uint32(x)
-	case *float64:
-		if len(data) != 8 {
-			return bad("float64")
-		}
-		*p = math.Float64frombits(binary.LittleEndian.Uint64(data))
-	case *float32:
-		if len(data) != 4 {
-			return bad("float32")
-		}
-		*p = math.Float32frombits(binary.LittleEndian.Uint32(data))
-	default:
-		rv := reflect.ValueOf(v)
-		if rv.Kind() != reflect.Pointer || rv.IsNil() {
-			return fmt.Errorf("%w: Unmarshal needs a non-nil pointer, not %T", ErrCodec, v)
-		}
-		if done, err := unmarshalPlain(data, rv, bad); done {
-			return err
-		}
-		t := rv.Elem().Type()
-		if t.Kind() == reflect.Slice {
-			if size := fixedSize(t.Elem()); size > 0 {
-				n, k := binary.Uvarint(data)
-				if k <= 0 || n > uint64(len(data)-k)/uint64(size) || uint64(len(data)-k) != n*uint64(size) {
-					return bad(t.String())
-				}
-				s := reflect.MakeSlice(t, int(n), int(n))
-				if _, err := binary.Decode(data[k:], binary.LittleEndian, s.Interface()); err != nil {
-					return bad(t.String())
-				}
-				rv.Elem().Set(s)
-				return nil
-			}
-		}
-		if size := fixedSize(t); size > 0 {
-			if len(data) != size {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("%w: Unmarshal needs a non-nil pointer, not %T", ErrCodec, v)
+	}
+	if done, err := decodeDirect(data, rv.Type().Elem(), rv.UnsafePointer()); done {
+		return err
+	}
+	t := rv.Elem().Type()
+	if t.Kind() == reflect.Slice {
+		if size := fixedSize(t.Elem()); size > 0 {
+			n, k := binary.Uvarint(data)
+			if k <= 0 || n > uint64(len(data)-k)/uint64(size) || uint64(len(data)-k) != n*uint64(size) {
 				return bad(t.String())
 			}
-			if _, err := binary.Decode(data, binary.LittleEndian, v); err != nil {
+			s := reflect.MakeSlice(t, int(n), int(n))
+			if _, err := binary.Decode(data[k:], binary.LittleEndian, s.Interface()); err != nil {
 				return bad(t.String())
 			}
+			rv.Elem().Set(s)
 			return nil
 		}
-		return Gob.Unmarshal(data, v)
 	}
-	return nil
+	if size := fixedSize(t); size > 0 {
+		if len(data) != size {
+			return bad(t.String())
+		}
+		if _, err := binary.Decode(data, binary.LittleEndian, v); err != nil {
+			return bad(t.String())
+		}
+		return nil
+	}
+	return Gob.Unmarshal(data, v)
 }
 
 type gobCodec struct{}

@@ -1,9 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 type point struct {
@@ -67,4 +70,54 @@ func TestFastCodecRejectsBadInput(t *testing.T) {
 	if err := Fast.Unmarshal([]byte{1}, p); !errors.Is(err, ErrCodec) {
 		t.Errorf("non-pointer: %v", err)
 	}
+}
+
+type userID int64 // a named type: laid out as a plain value, not a varint
+
+// typedMatchesBoxed checks that a call's arguments, encoded where they are
+// (encodeArg) rather than through the Codec interface, give Fast's bytes,
+// and that both decoders agree, on v and on v's bytes cut short.
+func typedMatchesBoxed[T any](t *rapid.T, w *Worker, v T) {
+	boxed, err := Fast.Marshal(v)
+	if err != nil {
+		t.Fatalf("%T: %v", v, err)
+	}
+	typed, hs, err := encodeArg(w, v)
+	if err != nil || hs != nil {
+		t.Fatalf("%T: %v %v", v, hs, err)
+	}
+	if !bytes.Equal(typed, boxed) {
+		t.Fatalf("%T %v: encodeArg % x, Marshal % x", v, v, typed, boxed)
+	}
+	for _, data := range [][]byte{boxed, boxed[:len(boxed)/2]} {
+		got, err := decodeArg[T](w, data, nil)
+		var want T
+		werr := Fast.Unmarshal(data, &want)
+		if (err == nil) != (werr == nil) || (err != nil && !errors.Is(err, ErrCodec)) {
+			t.Fatalf("%T from % x: decodeArg %v, Unmarshal %v", v, data, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%T from % x: decodeArg %v, Unmarshal %v", v, data, got, want)
+		}
+	}
+}
+
+func TestTypedArgumentsMatchTheCodec(t *testing.T) {
+	w := &Worker{cfg: Config{Codec: Fast}}
+	rapid.Check(t, func(t *rapid.T) {
+		typedMatchesBoxed(t, w, rapid.Int64().Draw(t, "i64"))
+		typedMatchesBoxed(t, w, rapid.Int().Draw(t, "int"))
+		typedMatchesBoxed(t, w, rapid.Int32().Draw(t, "i32"))
+		typedMatchesBoxed(t, w, rapid.Uint64().Draw(t, "u64"))
+		typedMatchesBoxed(t, w, rapid.Uint32().Draw(t, "u32"))
+		typedMatchesBoxed(t, w, rapid.Float64().Draw(t, "f64"))
+		typedMatchesBoxed(t, w, rapid.Float32().Draw(t, "f32"))
+		typedMatchesBoxed(t, w, rapid.Bool().Draw(t, "bool"))
+		typedMatchesBoxed(t, w, rapid.String().Draw(t, "string"))
+		typedMatchesBoxed(t, w, userID(rapid.Int64().Draw(t, "named")))
+		typedMatchesBoxed(t, w, [2]int64{rapid.Int64().Draw(t, "a0"), rapid.Int64().Draw(t, "a1")})
+		typedMatchesBoxed(t, w, rapid.SliceOf(rapid.Float64()).Draw(t, "floats"))
+		typedMatchesBoxed(t, w, point{X: rapid.Float64().Draw(t, "x"), N: rapid.Int32().Draw(t, "n")})
+		typedMatchesBoxed(t, w, named{Name: rapid.String().Draw(t, "name")})
+	})
 }

@@ -1,6 +1,11 @@
 package worker
 
-import "time"
+import (
+	"sync"
+	"time"
+
+	"github.com/rrefkit/rref/runtime/core"
+)
 
 // waiting tracks the calls (or fetches) awaiting their result: the channel
 // each result goes to, and a default deadline for those whose context had
@@ -49,3 +54,23 @@ func (p *waiting[T]) drain() map[uint64]chan T {
 }
 
 func (p *waiting[T]) len() int { return len(p.ch) }
+
+// chanPool recycles the one-slot channels results are handed over on. Once
+// await has returned, the channel is empty and no one else holds it: whoever
+// takes an id from a waiting set sends on its channel exactly once, and
+// await takes that send even when its context ends first.
+type chanPool[T any] struct{ p sync.Pool }
+
+func (c *chanPool[T]) get() chan T {
+	if ch, ok := c.p.Get().(chan T); ok {
+		return ch
+	}
+	return make(chan T, 1)
+}
+
+func (c *chanPool[T]) put(ch chan T) { c.p.Put(ch) }
+
+var (
+	callChans  chanPool[core.CallResult]
+	fetchChans chanPool[core.FetchResult]
+)

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"encoding/binary"
+	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"unsafe"
@@ -58,36 +60,147 @@ func isPlain(t reflect.Type) bool {
 // plainBytes views the n bytes at p.
 func plainBytes(p unsafe.Pointer, n int) []byte { return unsafe.Slice((*byte)(p), n) }
 
-// marshalPlain encodes v if its type (or its slice's element type) is
-// plain; a slice is its length as a uvarint, then its elements.
-func marshalPlain(v any) ([]byte, bool) {
-	rv := reflect.ValueOf(v)
-	t := rv.Type()
+// sliceHeader is the memory of any slice.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
+}
+
+// The types Fast encodes itself, compared exactly: a named type (type ID
+// int64) is laid out as a plain value, not as a varint.
+var (
+	typeBytes   = reflect.TypeFor[[]byte]()
+	typeString  = reflect.TypeFor[string]()
+	typeBool    = reflect.TypeFor[bool]()
+	typeInt     = reflect.TypeFor[int]()
+	typeInt64   = reflect.TypeFor[int64]()
+	typeInt32   = reflect.TypeFor[int32]()
+	typeUint64  = reflect.TypeFor[uint64]()
+	typeUint32  = reflect.TypeFor[uint32]()
+	typeFloat64 = reflect.TypeFor[float64]()
+	typeFloat32 = reflect.TypeFor[float32]()
+)
+
+// encodeDirect is Fast's encoding of the value of type t at p for the types
+// it lays out itself: the scalars above, and plain values and slices of
+// them; ok is false for the rest. Generic code calls it with the address of
+// a value it holds, which then need not be boxed in an interface (an
+// allocation per call); p is only read.
+func encodeDirect(t reflect.Type, p unsafe.Pointer) (b []byte, ok bool) {
+	switch t {
+	case typeBytes:
+		return *(*[]byte)(p), true
+	case typeString:
+		return []byte(*(*string)(p)), true
+	case typeBool:
+		if *(*bool)(p) {
+			return []byte{1}, true
+		}
+		return []byte{0}, true
+	case typeInt:
+		return binary.AppendVarint(make([]byte, 0, binary.MaxVarintLen64), int64(*(*int)(p))), true
+	case typeInt64:
+		return binary.AppendVarint(make([]byte, 0, binary.MaxVarintLen64), *(*int64)(p)), true
+	case typeInt32:
+		return binary.AppendVarint(make([]byte, 0, binary.MaxVarintLen32), int64(*(*int32)(p))), true
+	case typeUint64:
+		return binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), *(*uint64)(p)), true
+	case typeUint32:
+		return binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen32), uint64(*(*uint32)(p))), true
+	case typeFloat64:
+		return binary.LittleEndian.AppendUint64(make([]byte, 0, 8), math.Float64bits(*(*float64)(p))), true
+	case typeFloat32:
+		return binary.LittleEndian.AppendUint32(make([]byte, 0, 4), math.Float32bits(*(*float32)(p))), true
+	}
 	if t.Kind() == reflect.Slice {
+		// A slice of plain elements is its length as a uvarint, then its elements.
 		size := plainSize(t.Elem())
 		if size == 0 {
 			return nil, false
 		}
-		b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+rv.Len()*size), uint64(rv.Len()))
-		if rv.Len() == 0 {
+		h := (*sliceHeader)(p)
+		b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+h.len*size), uint64(h.len))
+		if h.len == 0 {
 			return b, true
 		}
-		return append(b, plainBytes(rv.UnsafePointer(), rv.Len()*size)...), true
+		return append(b, plainBytes(h.data, h.len*size)...), true
 	}
 	size := plainSize(t)
 	if size == 0 {
 		return nil, false
 	}
-	// v's interface holds a pointer to a copy of the value.
-	p := (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1]
 	return append(make([]byte, 0, size), plainBytes(p, size)...), true
 }
 
-// unmarshalPlain decodes into ptr (a non-nil pointer) if the pointed type
-// (or its slice's element type) is plain; it reports whether it applied,
-// and an error for data of the wrong length.
-func unmarshalPlain(data []byte, ptr reflect.Value, bad func(string) error) (bool, error) {
-	t := ptr.Elem().Type()
+// decodeDirect decodes data into the value of type t at p when encodeDirect
+// handles t, and reports whether it did; data of the wrong length is an
+// error.
+func decodeDirect(data []byte, t reflect.Type, p unsafe.Pointer) (ok bool, err error) {
+	bad := func() error {
+		return fmt.Errorf("%w: %d bytes are not a valid %s", ErrCodec, len(data), t)
+	}
+	varint := func(lo, hi int64) (int64, error) {
+		x, n := binary.Varint(data)
+		if n != len(data) || n <= 0 || x < lo || x > hi {
+			return 0, bad()
+		}
+		return x, nil
+	}
+	uvarint := func(hi uint64) (uint64, error) {
+		x, n := binary.Uvarint(data)
+		if n != len(data) || n <= 0 || x > hi {
+			return 0, bad()
+		}
+		return x, nil
+	}
+	switch t {
+	case typeBytes:
+		*(*[]byte)(p) = append([]byte(nil), data...)
+	case typeString:
+		*(*string)(p) = string(data)
+	case typeBool:
+		if len(data) != 1 || data[0] > 1 {
+			return true, bad()
+		}
+		*(*bool)(p) = data[0] == 1
+	case typeInt:
+		x, err := varint(math.MinInt, math.MaxInt)
+		*(*int)(p) = int(x)
+		return true, err
+	case typeInt64:
+		x, err := varint(math.MinInt64, math.MaxInt64)
+		*(*int64)(p) = x
+		return true, err
+	case typeInt32:
+		x, err := varint(math.MinInt32, math.MaxInt32)
+		*(*int32)(p) = int32(x)
+		return true, err
+	case typeUint64:
+		x, err := uvarint(math.MaxUint64)
+		*(*uint64)(p) = x
+		return true, err
+	case typeUint32:
+		x, err := uvarint(math.MaxUint32)
+		*(*uint32)(p) = uint32(x)
+		return true, err
+	case typeFloat64:
+		if len(data) != 8 {
+			return true, bad()
+		}
+		*(*float64)(p) = math.Float64frombits(binary.LittleEndian.Uint64(data))
+	case typeFloat32:
+		if len(data) != 4 {
+			return true, bad()
+		}
+		*(*float32)(p) = math.Float32frombits(binary.LittleEndian.Uint32(data))
+	default:
+		return decodePlain(data, t, p, bad)
+	}
+	return true, nil
+}
+
+// decodePlain decodes a plain value, or a slice of them, at p.
+func decodePlain(data []byte, t reflect.Type, p unsafe.Pointer, bad func() error) (bool, error) {
 	if t.Kind() == reflect.Slice {
 		size := plainSize(t.Elem())
 		if size == 0 {
@@ -95,13 +208,13 @@ func unmarshalPlain(data []byte, ptr reflect.Value, bad func(string) error) (boo
 		}
 		n, k := binary.Uvarint(data)
 		if k <= 0 || n > uint64(len(data)-k)/uint64(size) || uint64(len(data)-k) != n*uint64(size) {
-			return true, bad(t.String())
+			return true, bad()
 		}
 		s := reflect.MakeSlice(t, int(n), int(n))
 		if n > 0 {
 			copy(plainBytes(s.UnsafePointer(), int(n)*size), data[k:])
 		}
-		ptr.Elem().Set(s)
+		*(*sliceHeader)(p) = sliceHeader{data: s.UnsafePointer(), len: int(n), cap: int(n)}
 		return true, nil
 	}
 	size := plainSize(t)
@@ -109,8 +222,13 @@ func unmarshalPlain(data []byte, ptr reflect.Value, bad func(string) error) (boo
 		return false, nil
 	}
 	if len(data) != size {
-		return true, bad(t.String())
+		return true, bad()
 	}
-	copy(plainBytes(ptr.UnsafePointer(), size), data)
+	copy(plainBytes(p, size), data)
 	return true, nil
 }
+
+// boxedData is the address of the value an interface holds, for the types
+// encodeDirect handles (none of them is pointer-shaped, so the interface's
+// data word points to a copy of the value).
+func boxedData(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }

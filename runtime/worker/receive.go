@@ -82,6 +82,8 @@ func (r *receiver) loop() {
 		delete(w.rx.active, r)
 		w.rx.mu.Unlock()
 	}()
+	rd := readyPool.Get().(*core.Ready)
+	defer readyPool.Put(rd)
 	for {
 		frame, err := r.conn.Recv(w.ctx, nil)
 		if err != nil {
@@ -90,10 +92,11 @@ func (r *receiver) loop() {
 			}
 			return
 		}
-		rd, protocol := w.takeFrame(r.from, frame)
-		var inline []core.Run
-		inline, rd.Runs = rd.Runs, nil
-		handedOff := w.effects(rd)
+		protocol := w.takeFrame(r.from, frame, rd)
+		inline := rd.Runs
+		rest := *rd
+		rest.Runs = nil
+		handedOff := w.effects(rest)
 		for i, run := range inline {
 			if i > 0 || r.replaced.Load() {
 				w.spawn(run)
@@ -224,20 +227,22 @@ func (w *Worker) overrun() (busy bool) {
 	return busy
 }
 
-// takeFrame applies one frame received from a peer. It reports whether it
-// was a protocol frame (not a barrier report), which the caller counts as
-// taken (w.bar.taken) once it has acted on all the frame produced.
-func (w *Worker) takeFrame(from core.WorkerID, frame []byte) (core.Ready, bool) {
+// takeFrame applies one frame received from a peer and leaves in rd what
+// the core produced. It reports whether it was a protocol frame (not a
+// barrier report), which the caller counts as taken (w.bar.taken) once it
+// has acted on all the frame produced.
+func (w *Worker) takeFrame(from core.WorkerID, frame []byte, rd *core.Ready) bool {
 	if len(frame) > 0 && frame[0] == barrierTag {
+		rd.Reset()
 		w.takeBarrier(from, frame)
-		return core.Ready{}, false
+		return false
 	}
 	w.countFrame(false, from, frame)
 	w.mu.Lock()
 	w.c.DeliverFrame(from, frame, nil)
-	rd := w.c.TakeReady()
+	w.c.TakeReadyInto(rd)
 	w.mu.Unlock()
-	return rd, true
+	return true
 }
 
 // beginPoll claims the right to read peer's connection on the calling
@@ -281,13 +286,15 @@ func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Con
 		frame = append(frame[:0:0], p...) // the core keeps arguments and results
 		return nil
 	}
+	rd := readyPool.Get().(*core.Ready)
+	defer readyPool.Put(rd)
 	for !done() && ctx.Err() == nil {
 		got, err := conn.Poll(take)
 		if err != nil || !got {
 			return // the receiving goroutine reports failures
 		}
-		rd, protocol := w.takeFrame(peer, frame)
-		w.effects(rd)
+		protocol := w.takeFrame(peer, frame, rd)
+		w.effects(*rd)
 		if protocol {
 			w.bar.taken[peer-1].Add(1)
 		}

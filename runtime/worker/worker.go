@@ -173,12 +173,20 @@ func (w *Worker) nameOf(id core.WorkerID) string {
 // It reports whether another goroutine was handed work (a function to run,
 // a result to take).
 func (w *Worker) apply(f func(c *core.Core)) bool {
+	rd := readyPool.Get().(*core.Ready)
 	w.mu.Lock()
 	f(w.c)
-	r := w.c.TakeReady()
+	w.c.TakeReadyInto(rd)
 	w.mu.Unlock()
-	return w.effects(r)
+	handedOff := w.effects(*rd)
+	readyPool.Put(rd)
+	return handedOff
 }
+
+// readyPool holds the buffers a core's outputs circulate in (see
+// core.TakeReadyInto): effects keeps nothing of a Ready's slices, so each goes
+// back to the pool once acted on.
+var readyPool = sync.Pool{New: func() any { return new(core.Ready) }}
 
 // effects acts on a core's outputs, outside the lock.
 func (w *Worker) effects(r core.Ready) (handedOff bool) {
