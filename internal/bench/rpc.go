@@ -318,6 +318,16 @@ func RPCTable(d time.Duration, progress func(string)) []RPCRow {
 			continue
 		}
 		r := RPCRow{System: s.name}
+		// Unmeasured calls first: a new process, connection or worker runs
+		// slower for its first hundreds of milliseconds (page faults on
+		// the rings, the collector sizing its heap, the scheduler finding
+		// its threads), which a short cell would otherwise mostly measure.
+		progress(s.name + ": warming up")
+		if _, err := measureCalls(s, 1, d); err != nil {
+			rows = append(rows, RPCRow{System: s.name, Err: err.Error()})
+			s.close()
+			continue
+		}
 		progress(s.name + ": 1 caller")
 		if rate, err := measureCalls(s, 1, d); err != nil {
 			r.Err = err.Error()
