@@ -3,16 +3,17 @@ package fifo
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
 
 // BenchmarkPingPong reports one-way latency (half a round trip) per provider.
 func BenchmarkPingPong(b *testing.B) {
-	for _, name := range []string{"mem", "shm", "tcp"} {
+	for _, name := range []string{"mem", "shm", "tcp", "mem/exclusive", "shm/exclusive"} {
 		for _, size := range []int{8, 56, 256, 4096, 65536} {
 			b.Run(fmt.Sprintf("%s/%d", name, size), func(b *testing.B) {
-				a, e := providers[name](b, Config{Cells: 1 << 12})
+				a, e := modes()[name](b, Config{Cells: 1 << 12})
 				defer a.Close()
 				defer e.Close()
 				ctx := context.Background()
@@ -51,11 +52,14 @@ func BenchmarkPingPong(b *testing.B) {
 // BenchmarkStream reports one-way message rate, and the pipelining gain on
 // tcp: with several senders, queued puts leave together in one write.
 func BenchmarkStream(b *testing.B) {
-	for _, name := range []string{"mem", "shm", "tcp"} {
+	for _, name := range []string{"mem", "shm", "tcp", "mem/exclusive", "shm/exclusive"} {
 		for _, senders := range []int{1, 4} {
 			for _, size := range []int{8, 56} {
+				if senders > 1 && strings.HasSuffix(name, "/exclusive") {
+					continue // one sender at a time is the promise
+				}
 				b.Run(fmt.Sprintf("%s/senders=%d/%d", name, senders, size), func(b *testing.B) {
-					a, e := providers[name](b, Config{Cells: 1 << 12})
+					a, e := modes()[name](b, Config{Cells: 1 << 12})
 					defer a.Close()
 					defer e.Close()
 					ctx := context.Background()

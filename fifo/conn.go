@@ -21,6 +21,18 @@ type Config struct {
 	Spin            int           // polls before parking (default 4000); negative: never park
 	Heartbeat       time.Duration // liveness beat (default 50 ms; tcp keepalive probes, in whole seconds)
 	DeadAfter       time.Duration // a peer silent this long is dead (default 1 s; tcp: unacknowledged data, or idle plus probes)
+
+	// Exclusive promises that at most one goroutine sends (Send, TrySend)
+	// and at most one receives (Recv, RecvFunc, Poll) at a time on this end,
+	// as Aeron's exclusive publications do; the two may differ, and may
+	// change hands with the usual synchronization. Messages then take no
+	// lock: the sender's one atomic store publishes a message, and taking
+	// it costs the receiver only loads. Breaking the promise is a data race
+	// (go test -race reports it). Close may still be called at any time,
+	// but does not wait for running calls (they fail soon after), and a
+	// shared-memory ring is unmapped once the Conn is unreachable rather
+	// than by Close. Each end chooses for itself.
+	Exclusive bool
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -116,9 +128,11 @@ type link interface {
 	spin(configured int) int
 	// shutdown marks the link closed and wakes both ends; it is safe while
 	// Send and Recv run. release frees the link's resources once they have
-	// left (the Conn holds both of its locks).
+	// left (the Conn holds both of its locks); with lingering set, calls
+	// that take no lock (Config.Exclusive) may still read the rings while
+	// lingering is reachable, so shared memory must stay mapped until then.
 	shutdown()
-	release() error
+	release(lingering *Conn) error
 }
 
 // Conn is one end of a connection. Send and Recv are safe for concurrent use;
@@ -221,15 +235,15 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 		if err != nil {
 			return err
 		}
-		c.txMu.Lock()
+		c.lockTx()
 		binary.LittleEndian.PutUint32(c.rdvBuf[0:], slot)
 		binary.LittleEndian.PutUint32(c.rdvBuf[4:], uint32(len(p)))
 		p, kind = c.rdvBuf[:], kindRdv
 	} else {
-		c.txMu.Lock()
+		c.lockTx()
 	}
 	err := c.sendLocked(ctx, kind, p)
-	c.txMu.Unlock()
+	c.unlockTx()
 	if err != nil {
 		return err
 	}
@@ -238,7 +252,49 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	if err := c.l.flushTx(); err != nil {
 		return c.fail(err)
 	}
+	runtime.KeepAlive(c) // an exclusive end's ring stays mapped while c is reachable
 	return nil
+}
+
+// The tx and rx locks are taken only when several goroutines may send or
+// receive at once (not Config.Exclusive).
+func (c *Conn) lockTx() {
+	if !c.cfg.Exclusive {
+		c.txMu.Lock()
+	}
+}
+
+func (c *Conn) unlockTx() {
+	if !c.cfg.Exclusive {
+		c.txMu.Unlock()
+	}
+}
+
+func (c *Conn) lockRx() {
+	if !c.cfg.Exclusive {
+		c.rxMu.Lock()
+	}
+}
+
+func (c *Conn) unlockRx() {
+	if !c.cfg.Exclusive {
+		c.rxMu.Unlock()
+	}
+}
+
+// holdRing read-holds inUse, so that Close unmaps the ring only once the
+// caller has left; an exclusive end's ring outlives Close instead.
+func (c *Conn) holdRing() {
+	if !c.cfg.Exclusive {
+		c.inUse.RLock()
+	}
+}
+
+func (c *Conn) releaseRing() {
+	if !c.cfg.Exclusive {
+		c.inUse.RUnlock()
+	}
+	runtime.KeepAlive(c)
 }
 
 // TrySend sends p only if it can do so at once: an eager message with the
@@ -251,7 +307,7 @@ func (c *Conn) TrySend(p []byte) (bool, error) {
 	if len(p) > c.cfg.EagerLimit {
 		return false, nil
 	}
-	if !c.txMu.TryLock() {
+	if !c.cfg.Exclusive && !c.txMu.TryLock() {
 		return false, nil
 	}
 	need := cellsFor(len(p))
@@ -260,17 +316,18 @@ func (c *Conn) TrySend(p []byte) (bool, error) {
 		pad = c.cells - off
 	}
 	if c.cells-(c.txPos-c.consumedKnown()) < need+pad {
-		c.txMu.Unlock()
+		c.unlockTx()
 		return false, nil
 	}
 	err := c.sendLocked(context.Background(), kindData, p)
-	c.txMu.Unlock()
+	c.unlockTx()
 	if err != nil {
 		return false, err
 	}
 	if err := c.l.flushTx(); err != nil {
 		return false, c.fail(err)
 	}
+	runtime.KeepAlive(c)
 	return true, nil
 }
 
@@ -372,8 +429,8 @@ func (c *Conn) Poll(fn func(p []byte) error) (bool, error) {
 	if got || err != nil {
 		return got, err
 	}
-	c.inUse.RLock()
-	defer c.inUse.RUnlock()
+	c.holdRing()
+	defer c.releaseRing()
 	c.beginPoll()
 	defer c.endPoll()
 	return c.wait(context.Background(), fn, false, pos, seq)
@@ -389,8 +446,8 @@ func (c *Conn) Polls() bool { return c.l.cheapCredits() }
 // about to send a request and poll for its reply begins the session before
 // sending, so a quick reply costs the peer no wake-up call.
 func (c *Conn) BeginPoll() {
-	c.inUse.RLock()
-	defer c.inUse.RUnlock()
+	c.holdRing()
+	defer c.releaseRing()
 	c.beginPoll()
 }
 
@@ -407,8 +464,8 @@ func (c *Conn) beginPoll() {
 func (c *Conn) EndPoll() {
 	// A read lock is not reentrant once Close waits for the write lock:
 	// Poll, which holds it, calls endPoll.
-	c.inUse.RLock()
-	defer c.inUse.RUnlock()
+	c.holdRing()
+	defer c.releaseRing()
 	c.endPoll()
 }
 
@@ -431,8 +488,8 @@ func (c *Conn) endPoll() {
 // takeNow takes a message already published, if any, and returns where the
 // next one will be.
 func (c *Conn) takeNow(deliver func(p []byte) error) (got bool, err error, pos uint64, seq uint32) {
-	c.rxMu.Lock()
-	defer c.rxMu.Unlock()
+	c.lockRx()
+	defer c.unlockRx()
 	// Only this end's own closure stops a receive here: what a peer
 	// published before it closed or died is still delivered.
 	if p := c.broken.Load(); p != nil {
@@ -451,8 +508,8 @@ func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error, block boo
 	if got || err != nil {
 		return got, err
 	}
-	c.inUse.RLock() // once: a read lock is not reentrant while Close waits
-	defer c.inUse.RUnlock()
+	c.holdRing() // once: a read lock is not reentrant while Close waits
+	defer c.releaseRing()
 	return c.wait(ctx, deliver, block, pos, seq)
 }
 
@@ -634,7 +691,11 @@ func (c *Conn) Close() error {
 		c.txMu.Lock()
 		c.inUse.Lock() // before rxMu: a waiting receiver takes them in this order
 		c.rxMu.Lock()
-		c.closeErr = c.l.release()
+		var lingering *Conn
+		if c.cfg.Exclusive {
+			lingering = c
+		}
+		c.closeErr = c.l.release(lingering)
 		c.rxMu.Unlock()
 		c.inUse.Unlock()
 		c.txMu.Unlock()

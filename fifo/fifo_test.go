@@ -83,6 +83,20 @@ func tcpPair(t testing.TB, cfg Config) (*Conn, *Conn) {
 
 var providers = map[string]pairFunc{"mem": memPair, "shm": shmPair, "tcp": tcpPair}
 
+// modes is every provider, and each again with Config.Exclusive set on both
+// ends, for tests where one goroutine sends and one receives per end.
+func modes() map[string]pairFunc {
+	m := map[string]pairFunc{}
+	for name, pair := range providers {
+		m[name] = pair
+		m[name+"/exclusive"] = func(t testing.TB, cfg Config) (*Conn, *Conn) {
+			cfg.Exclusive = true
+			return pair(t, cfg)
+		}
+	}
+	return m
+}
+
 func pattern(i, n int) []byte {
 	b := make([]byte, n)
 	for j := range b {
@@ -94,7 +108,7 @@ func pattern(i, n int) []byte {
 // TestRandomTraffic sends random sizes across wrap-around, credit exhaustion
 // and the rendezvous channel, checking every byte and the order.
 func TestRandomTraffic(t *testing.T) {
-	for name, pair := range providers {
+	for name, pair := range modes() {
 		t.Run(name, func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				cells := uint64(1) << rapid.IntRange(4, 9).Draw(rt, "log2cells")
@@ -136,7 +150,7 @@ func TestRandomTraffic(t *testing.T) {
 // TestBothFullNoDeadlock floods both directions at once: credit returns never
 // need credits, so neither side can wedge the other.
 func TestBothFullNoDeadlock(t *testing.T) {
-	for name, pair := range providers {
+	for name, pair := range modes() {
 		t.Run(name, func(t *testing.T) {
 			a, b := pair(t, Config{Cells: 16})
 			defer a.Close()
@@ -186,7 +200,7 @@ func TestBothFullNoDeadlock(t *testing.T) {
 }
 
 func TestCloseFailsPendingCalls(t *testing.T) {
-	for name, pair := range providers {
+	for name, pair := range modes() {
 		t.Run(name, func(t *testing.T) {
 			a, b := pair(t, Config{Cells: 16})
 			defer b.Close()
@@ -210,7 +224,7 @@ func TestCloseFailsPendingCalls(t *testing.T) {
 }
 
 func TestContextBoundsBlockingCalls(t *testing.T) {
-	for name, pair := range providers {
+	for name, pair := range modes() {
 		t.Run(name, func(t *testing.T) {
 			a, b := pair(t, Config{Cells: 16})
 			defer a.Close()

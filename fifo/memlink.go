@@ -3,6 +3,7 @@ package fifo
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -271,13 +272,17 @@ func (l *memLink) shutdown() {
 	})
 }
 
-func (l *memLink) release() error {
+func (l *memLink) release(lingering *Conn) error {
 	l.shutdown()
 	l.wg.Wait()
-	if l.unmap != nil {
-		return l.unmap()
+	if l.unmap == nil {
+		return nil // Go memory: the collector frees it
 	}
-	return nil
+	if lingering != nil {
+		runtime.AddCleanup(lingering, func(unmap func() error) { unmap() }, l.unmap)
+		return nil
+	}
+	return l.unmap()
 }
 
 // Pipe returns the two ends of an in-process connection (provider mem).

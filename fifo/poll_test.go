@@ -1,8 +1,11 @@
 package fifo
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -134,5 +137,69 @@ func TestCloseDuringPoll(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExclusiveCloseUnderTraffic closes an exclusive shm end while its own
+// receiver and sender are mid-stream: their calls take no lock Close could
+// wait for, so the ring must stay mapped until the Conn is unreachable.
+// Every call returns, none faults, and the mapping goes once the Conn does.
+func TestExclusiveCloseUnderTraffic(t *testing.T) {
+	maps := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Skip("no /proc/self/maps:", err)
+		}
+		return bytes.Count(b, []byte("rref-test-"))
+	}
+	before := maps()
+	for i := range 50 {
+		a, b := shmPair(t, Config{Cells: 16, Exclusive: true})
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() { // b's one receiver
+			defer wg.Done()
+			for {
+				if err := b.RecvFunc(context.Background(), func([]byte) error { return nil }); err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // b's one sender
+			defer wg.Done()
+			for b.Send(context.Background(), pattern(i, 40)) == nil {
+			}
+		}()
+		go func() { // the peer keeps b's receiver busy and drains b's sends
+			defer wg.Done()
+			go func() {
+				for {
+					if _, err := a.Recv(context.Background(), nil); err != nil {
+						return
+					}
+				}
+			}()
+			for a.Send(context.Background(), pattern(i, 100)) == nil {
+			}
+		}()
+		time.Sleep(time.Duration(i%10) * 50 * time.Microsecond)
+		b.Close()
+		a.Close()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: calls did not return after Close", i)
+		}
+	}
+	// The Conns are unreachable now: their cleanups unmap the rings.
+	deadline := time.Now().Add(10 * time.Second)
+	for maps() > before && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := maps(); n > before {
+		t.Fatalf("%d rings still mapped after their Conns became unreachable", n-before)
 	}
 }
