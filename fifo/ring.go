@@ -10,7 +10,9 @@
 // idle-to-busy transition. Several goroutines may wait on one connection: a
 // blocking Recv and pollers (Poll) that read the replies they wait for
 // themselves instead of being handed them; while any polls, the peer is told
-// not to wake the parked one.
+// not to wake the parked one. An end whose sends come from one goroutine at
+// a time, and receives from one (Config.Exclusive), takes no lock per
+// message.
 //
 // Ring region layout (offsets in bytes):
 //
