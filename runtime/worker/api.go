@@ -234,17 +234,17 @@ func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
 			return b, nil, nil
 		}
 	}
-	if t.Kind() != reflect.Pointer {
-		// Only a pointer can be an RRef; boxing a is left to the codec.
-	} else if ra, ok := any(a).(rrefArg); ok && !reflect.ValueOf(a).IsNil() {
-		ow, h := ra.handle()
-		if ow == nil {
-			return nil, nil, ErrUnbound
+	if t.Kind() == reflect.Pointer { // only a pointer can be an RRef, and boxing one is free
+		if ra, ok := any(a).(rrefArg); ok && !reflect.ValueOf(a).IsNil() {
+			ow, h := ra.handle()
+			if ow == nil {
+				return nil, nil, ErrUnbound
+			}
+			if ow != w {
+				return nil, nil, fmt.Errorf("worker: an RRef of worker %s passed through worker %s", ow.name, w.name)
+			}
+			return nil, []core.HandleID{h}, nil
 		}
-		if ow != w {
-			return nil, nil, fmt.Errorf("worker: an RRef of worker %s passed through worker %s", ow.name, w.name)
-		}
-		return nil, []core.HandleID{h}, nil
 	}
 	if holdsRRefs(t) {
 		return encodeNested(w, reflect.ValueOf(a))
@@ -286,16 +286,16 @@ func decodeBoxedValue[T any](w *Worker, b []byte) (T, error) {
 
 func decodeBoxed[A any](w *Worker, t reflect.Type, b []byte, hs []core.HandleID) (A, error) {
 	var a A
-	if t.Kind() != reflect.Pointer {
-		// Only a pointer can be an RRef.
-	} else if _, ok := any(a).(rrefArg); ok {
-		if len(hs) != 1 {
-			return a, fmt.Errorf("worker: expected one RRef, got %d", len(hs))
+	if t.Kind() == reflect.Pointer { // only a pointer can be an RRef
+		if _, ok := any(a).(rrefArg); ok {
+			if len(hs) != 1 {
+				return a, fmt.Errorf("worker: expected one RRef, got %d", len(hs))
+			}
+			// A is *RRef[X]: its nil value still knows how to make a bound one.
+			return any(a).(interface {
+				newBound(*Worker, core.HandleID) any
+			}).newBound(w, hs[0]).(A), nil
 		}
-		// A is *RRef[X]: its nil value still knows how to make a bound one.
-		return any(a).(interface {
-			newBound(*Worker, core.HandleID) any
-		}).newBound(w, hs[0]).(A), nil
 	}
 	if holdsRRefs(t) {
 		return a, decodeNested(w, b, hs, reflect.ValueOf(&a))
