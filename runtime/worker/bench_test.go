@@ -57,3 +57,27 @@ func benchCall(b *testing.B, transport string) {
 		}
 	}
 }
+
+// BenchmarkRemoteToHereMem measures Remote, ToHere and Release of the RRef,
+// the round trips of a remote value's whole life, between two workers.
+func BenchmarkRemoteToHereMem(b *testing.B) {
+	ws, err := NewGroup([]string{"server", "client"}, Config{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws[0].Close()
+	defer ws[1].Close()
+	Register(ws[0], "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		r, err := Remote[int64](ctx, ws[1], "server", "add", [2]int64{1, 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if v, err := r.ToHere(ctx); err != nil || v != 3 {
+			b.Fatal(v, err)
+		}
+		r.Release()
+	}
+}
