@@ -82,7 +82,8 @@ type memLink struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	lastBeat  atomic.Uint64
-	lastSeen  atomic.Int64 // unix nanos when the beat last changed
+	wakes     atomic.Uint64 // wake-up calls made for the peer
+	lastSeen  atomic.Int64  // unix nanos when the beat last changed
 	dead      atomic.Bool
 	closeOnce sync.Once
 }
@@ -118,10 +119,13 @@ func (l *memLink) put(pos uint64, h header, payload []byte) error {
 	l.tx.publish(pos, h)
 	// Wake the reader only on an idle-to-busy transition.
 	if atomic.LoadUint32(l.tx.u32(offSleeping)) != 0 {
+		l.wakes.Add(1)
 		l.wakePeer()
 	}
 	return nil
 }
+
+func (l *memLink) wakeUps() uint64 { return l.wakes.Load() }
 
 func (l *memLink) wakePeer() { wake(l.peerLocal, l.tx) }
 func (l *memLink) wakeSelf() { wake(l.local, l.rxr) }

@@ -203,3 +203,40 @@ func TestExclusiveCloseUnderTraffic(t *testing.T) {
 		t.Fatalf("%d rings still mapped after their Conns became unreachable", n-before)
 	}
 }
+
+// TestParksAndWakeUpsAreCounted has a receiver wait longer than its spin
+// budget: it parks, and the sender's next message wakes it with a call,
+// which both ends' Stats report. (A parked shm receiver looks again every
+// few milliseconds, and a message sent just then needs no wake-up: the
+// test tries a few times.)
+func TestParksAndWakeUpsAreCounted(t *testing.T) {
+	for _, name := range []string{"mem", "shm"} {
+		t.Run(name, func(t *testing.T) {
+			a, b := providers[name](t, Config{Cells: 16, Spin: 16})
+			defer a.Close()
+			defer b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for try := 0; try < 10 && a.Stats().WakeUps == 0; try++ {
+				parks := b.Stats().Parks
+				got := make(chan error, 1)
+				go func() {
+					_, err := b.Recv(ctx, nil)
+					got <- err
+				}()
+				for b.Stats().Parks == parks && ctx.Err() == nil {
+					time.Sleep(time.Millisecond)
+				}
+				if err := a.Send(ctx, []byte("wake up")); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-got; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if a.Stats().WakeUps == 0 || b.Stats().Parks == 0 {
+				t.Fatalf("sender %+v, receiver %+v: a park and a wake-up should be counted", a.Stats(), b.Stats())
+			}
+		})
+	}
+}

@@ -400,6 +400,8 @@ func (l *tcpLink) readFrame() error {
 func (l *tcpLink) polling(bool) {}
 func (l *tcpLink) wakeSelf()    {}
 
+func (l *tcpLink) wakeUps() uint64 { return 0 }
+
 func (l *tcpLink) park(ctx context.Context, pos uint64, seq uint32, _ bool) error {
 	return l.waitFor(ctx, func() bool {
 		_, ok := l.img.peek(pos, seq)

@@ -55,15 +55,14 @@ func newMetrics(w *Worker) *metrics {
 		gauge("rref_pending_children", "Forked children not yet answered.", func(d DebugInfo) float64 { return float64(d.PendingChildren) }),
 		gauge("rref_pending_calls", "Calls waiting for their reply.", func(d DebugInfo) float64 { return float64(d.PendingCalls) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rref_credit_stalls_total",
-			Help: "Sends that waited for transport credits."}, func() float64 {
-			n := uint64(0)
-			for _, c := range w.peers {
-				if c != nil {
-					n += c.Stats().CreditStalls
-				}
-			}
-			return float64(n)
-		}),
+			Help: "Sends that waited for transport credits."},
+			func() float64 { return float64(w.transportStats().CreditStalls) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rref_transport_parks_total",
+			Help: "Receivers that stopped spinning and parked."},
+			func() float64 { return float64(w.transportStats().Parks) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rref_transport_wakeups_total",
+			Help: "Wake-up calls made for parked peers (shared memory)."},
+			func() float64 { return float64(w.transportStats().WakeUps) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rref_inline_handoffs_total",
 			Help: "Functions run on their receiving goroutine that gave their connection away to wait."},
 			func() float64 { return float64(w.stats.handoffs.Load()) }),

@@ -497,6 +497,23 @@ type DebugInfo struct {
 	// because they waited in this package, Overruns those the watchdog
 	// moved because they ran past the inline limit (see receive.go).
 	Handoffs, Overruns uint64
+	// The transport's, over all connections (see fifo.Stats): sends that
+	// waited for credits, receivers that parked, and wake-up calls made for
+	// parked peers.
+	CreditStalls, Parks, WakeUps uint64
+}
+
+// transportStats sums the fifo counters of the worker's connections.
+func (w *Worker) transportStats() (s fifo.Stats) {
+	for _, c := range w.peers {
+		if c != nil {
+			cs := c.Stats()
+			s.CreditStalls += cs.CreditStalls
+			s.Parks += cs.Parks
+			s.WakeUps += cs.WakeUps
+		}
+	}
+	return s
 }
 
 // DebugInfo returns the worker's counters.
@@ -512,10 +529,12 @@ func (w *Worker) DebugInfo() DebugInfo {
 		}
 	}
 	c := w.bar.snapshot()
+	ts := w.transportStats()
 	return DebugInfo{Counters: w.c.Counters(), MessagesSent: sum(c.sent), MessagesReceived: sum(c.taken),
 		BytesSent: w.stats.bytesOut.Load(), BytesReceived: w.stats.bytesIn.Load(),
 		PendingCalls: w.calls.len(), PendingFetches: w.fetches.len(), Outgoing: out,
-		Handoffs: w.stats.handoffs.Load(), Overruns: w.stats.overruns.Load()}
+		Handoffs: w.stats.handoffs.Load(), Overruns: w.stats.overruns.Load(),
+		CreditStalls: ts.CreditStalls, Parks: ts.Parks, WakeUps: ts.WakeUps}
 }
 
 func sum(v []uint64) (n uint64) {

@@ -431,7 +431,7 @@ func TestServeDebug(t *testing.T) {
 		return string(b)
 	}
 	m := get("/metrics")
-	for _, want := range []string{`rref_messages_total{direction="out",type="RemoteCall"} 1`, `rref_messages_total{direction="in",type="FetchRet"} 1`, "rref_fetch_seconds_count 1", "rref_credit_stalls_total", "rref_inline_handoffs_total", "rref_inline_overruns_total"} {
+	for _, want := range []string{`rref_messages_total{direction="out",type="RemoteCall"} 1`, `rref_messages_total{direction="in",type="FetchRet"} 1`, "rref_fetch_seconds_count 1", "rref_credit_stalls_total", "rref_transport_parks_total", "rref_transport_wakeups_total", "rref_inline_handoffs_total", "rref_inline_overruns_total"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
