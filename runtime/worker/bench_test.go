@@ -5,18 +5,24 @@ import (
 	"testing"
 )
 
-func BenchmarkCallMem(b *testing.B) {
+// memServerClient is an in-process server with an "add" function and its client.
+func memServerClient(b *testing.B) (server, client *Worker) {
 	ws, err := NewGroup([]string{"server", "client"}, Config{Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ws[0].Close()
-	defer ws[1].Close()
+	b.Cleanup(func() { ws[1].Close(); ws[0].Close() })
 	Register(ws[0], "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+	return ws[0], ws[1]
+}
+
+func BenchmarkCallMem(b *testing.B) {
+	_, client := memServerClient(b)
 	ctx := context.Background()
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := Call[int64](ctx, ws[1], "server", "add", [2]int64{1, 2}); err != nil {
+		if _, err := Call[int64](ctx, client, "server", "add", [2]int64{1, 2}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -61,17 +67,12 @@ func benchCall(b *testing.B, transport string) {
 // BenchmarkRemoteToHereMem measures Remote, ToHere and Release of the RRef,
 // the round trips of a remote value's whole life, between two workers.
 func BenchmarkRemoteToHereMem(b *testing.B) {
-	ws, err := NewGroup([]string{"server", "client"}, Config{Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws[0].Close()
-	defer ws[1].Close()
-	Register(ws[0], "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+	_, client := memServerClient(b)
 	ctx := context.Background()
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r, err := Remote[int64](ctx, ws[1], "server", "add", [2]int64{1, 2})
+		r, err := Remote[int64](ctx, client, "server", "add", [2]int64{1, 2})
 		if err != nil {
 			b.Fatal(err)
 		}
