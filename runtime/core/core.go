@@ -104,6 +104,7 @@ type Core struct {
 
 	dupes, bad, illegals int
 	ready                Ready
+	dec                  rref.Decoder // DeliverFrame's, reused: Deliver keeps no message
 }
 
 // Option configures a Core.

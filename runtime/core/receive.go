@@ -354,8 +354,16 @@ func (c *Core) loseLocalHandles(id RRefID) {
 
 // DeliverFrame decodes one frame from worker from and delivers it. A frame
 // that does not decode is refused like any bad input, with the decoder's error.
+//
+// The message is decoded into storage the core reuses (rref.Decoder): Deliver
+// copies what it keeps out of a message (its byte fields still alias frame),
+// so a frame costs no allocation for the message itself.
 func (c *Core) DeliverFrame(from WorkerID, frame []byte, lim *genrt.Limits) error {
-	m, err := rref.Decode(frame, lim)
+	c.dec.Limits = genrt.Limits{}
+	if lim != nil {
+		c.dec.Limits = *lim
+	}
+	m, err := c.dec.Decode(frame)
 	if err != nil {
 		c.bad++
 		e := &BadInputError{From: from, Why: err.Error()}
