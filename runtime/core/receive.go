@@ -10,7 +10,9 @@ import (
 // Deliver applies one message from worker from. A message that is malformed
 // or inconsistent with what this worker knows is refused: counted, reported
 // in Ready.Errors and returned, with no state changed. Duplicates of control
-// messages are ignored and counted.
+// messages are ignored and counted. Deliver keeps no reference to m itself
+// (DeliverFrame decodes every frame into the same storage); it may keep m's
+// byte slices.
 func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 	if c.dead[from] {
 		return nil // a message from a worker declared dead is dropped, as the network would
