@@ -105,6 +105,7 @@ type Core struct {
 	dupes, bad, illegals int
 	ready                Ready
 	dec                  rref.Decoder // DeliverFrame's, reused: Deliver keeps no message
+	msgs                 msgPools     // sent messages passed back by TakeReadyInto
 }
 
 // Option configures a Core.
@@ -153,8 +154,15 @@ func (c *Core) TakeReady() Ready {
 // TakeReadyInto moves everything produced since the last call into *r and
 // continues with the slices *r held, emptied. A caller that passes back each
 // Ready it has acted on (and keeps nothing of its slices) lets the core
-// produce without allocating, as raft's Advance does.
+// produce without allocating, as raft's Advance does. The messages in a
+// Ready passed back are reused as well: to keep one beyond the call, set
+// its envelope's Msg to nil first.
 func (c *Core) TakeReadyInto(r *Ready) {
+	for _, e := range r.Messages {
+		if e.Msg != nil {
+			c.msgs.reclaim(e.Msg)
+		}
+	}
 	r.Reset()
 	c.ready, *r = *r, c.ready
 }
@@ -294,7 +302,7 @@ func (c *Core) maybeFree(id RRefID, o *ownerRec) {
 func (c *Core) maybeDrain(u *userRec) {
 	if u.state == rref.UserDraining && u.pinned == 0 && u.fetching == 0 {
 		if c.stepUser(u, rref.UserOnDrained) == genrt.Moved {
-			c.send(u.owner, &rref.UserDelete{RRef: u.rref, Fork: u.fork})
+			c.send(u.owner, c.msgs.userDelete.fill(rref.UserDelete{RRef: u.rref, Fork: u.fork}))
 		}
 	}
 	if u.state.IsFinal() && u.pinned == 0 && u.fetching == 0 && len(u.runs) == 0 {

@@ -246,3 +246,34 @@ func TestTakeReadyIntoReusesBuffers(t *testing.T) {
 		t.Fatal("Reset kept a reference to a sent message")
 	}
 }
+
+// Messages in a Ready passed back to TakeReadyInto are reused for later
+// messages of their type, unless the caller took them out (Msg set to nil).
+func TestTakeReadyIntoReusesMessages(t *testing.T) {
+	a := core.New(1)
+	var rd core.Ready
+	call := func() *rref.Call {
+		t.Helper()
+		if _, err := a.Call(2, "f", []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+		a.TakeReadyInto(&rd)
+		return rd.Messages[0].Msg.(*rref.Call)
+	}
+	first := call()
+	call()
+	if third := call(); third != first {
+		t.Fatalf("a message passed back was not reused")
+	}
+	kept := call()
+	kept.Args = []byte("kept")
+	rd.Messages[0].Msg = nil // the caller keeps it, as the worker does for a jittered send
+	for i := 0; i < 4; i++ {
+		if m := call(); m == kept {
+			t.Fatalf("round %d: a message the caller kept was reused", i)
+		}
+	}
+	if string(kept.Args) != "kept" {
+		t.Fatalf("a kept message changed: %q", kept.Args)
+	}
+}

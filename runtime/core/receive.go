@@ -102,7 +102,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 		o.forks[m.Fork] = f
 		o.known++
 	}
-	c.send(from, &rref.RemoteRet{RRef: m.RRef, Fork: m.Fork})
+	c.send(from, c.msgs.remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
 	c.runAfter(from, m.RRefs, Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args})
 	return nil
 }
@@ -130,7 +130,7 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 	}
 	if viaParent && !mutant(mutChildAcceptEarly) {
 		// Only now may the parent unpin the child (G2).
-		c.send(u.parentW, &rref.ChildAccept{RRef: id, Child: fork, Refused: refused})
+		c.send(u.parentW, c.msgs.childAccept.fill(rref.ChildAccept{RRef: id, Child: fork, Refused: refused}))
 	}
 	c.settleRuns(u)
 	c.maybeDrain(u)
@@ -140,7 +140,7 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
 	o, gone := c.ownerFor(m.RRef)
 	if o == nil {
-		c.send(from, &rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: gone})
+		c.send(from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: gone}))
 		return nil
 	}
 	if f, ok := o.forks[m.Fork]; ok && f.holder != from {
@@ -179,7 +179,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	}
 	if o == nil {
 		// Freed, or never created: the child is refused and still unpins its parent.
-		c.send(from, &rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true})
+		c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true}))
 		return nil
 	}
 	f, seen := o.forks[m.Fork]
@@ -199,13 +199,13 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		}
 		c.dupes++
 		if f.state == rref.ForkKnown {
-			c.send(from, &rref.ForkAck{RRef: m.RRef, Fork: m.Fork}) // the ACK may have been lost with a connection
+			c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork})) // the ACK may have been lost with a connection
 		}
 		return nil
 	}
 	o.forks[m.Fork] = f
 	o.known++
-	c.send(from, &rref.ForkAck{RRef: m.RRef, Fork: m.Fork})
+	c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork}))
 	return nil
 }
 
@@ -303,7 +303,7 @@ func (c *Core) PeerFailed(w WorkerID) {
 				delete(c.owners, id)
 				c.tombstone(id, rref.ErrorKindLost)
 				for _, wf := range o.waiting {
-					c.send(wf.from, &rref.FetchRet{FetchID: wf.fetchID, RRef: id, Error: rref.ErrorKindLost})
+					c.send(wf.from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: wf.fetchID, RRef: id, Error: rref.ErrorKindLost}))
 				}
 				c.loseLocalHandles(id)
 			}

@@ -82,8 +82,8 @@ func (r *receiver) loop() {
 		delete(w.rx.active, r)
 		w.rx.mu.Unlock()
 	}()
-	rd := readyPool.Get().(*core.Ready)
-	defer readyPool.Put(rd)
+	rd := w.readies.Get().(*core.Ready)
+	defer w.readies.Put(rd)
 	for {
 		frame, err := r.conn.Recv(w.ctx, nil)
 		if err != nil {
@@ -286,8 +286,8 @@ func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Con
 		frame = append(frame[:0:0], p...) // the core keeps arguments and results
 		return nil
 	}
-	rd := readyPool.Get().(*core.Ready)
-	defer readyPool.Put(rd)
+	rd := w.readies.Get().(*core.Ready)
+	defer w.readies.Put(rd)
 	for !done() && ctx.Err() == nil {
 		got, err := conn.Poll(take)
 		if err != nil || !got {

@@ -97,6 +97,13 @@ type Worker struct {
 	id    core.WorkerID
 	names []string // index id-1
 
+	// readies holds the buffers the core's outputs circulate in (see
+	// core.TakeReadyInto): effects keeps nothing of a Ready's slices, and
+	// no message in one it has not taken out, so each goes back once acted
+	// on, and the core reuses its messages. One pool per worker, so that a
+	// core gets back its own messages.
+	readies sync.Pool
+
 	mu sync.Mutex // guards c and the maps below
 	c  *core.Core
 	// Calls and fetches awaiting results. Those whose context had no
@@ -139,6 +146,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
 		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
+	w.readies.New = func() any { return new(core.Ready) }
 	w.metrics = newMetrics(w)
 	w.bar = newBarrier(len(names))
 	w.rx = receivers{active: map[*receiver]struct{}{}, wake: make(chan struct{}, 1),
@@ -173,20 +181,16 @@ func (w *Worker) nameOf(id core.WorkerID) string {
 // It reports whether another goroutine was handed work (a function to run,
 // a result to take).
 func (w *Worker) apply(f func(c *core.Core)) bool {
-	rd := readyPool.Get().(*core.Ready)
+	rd := w.readies.Get().(*core.Ready)
 	w.mu.Lock()
 	f(w.c)
 	w.c.TakeReadyInto(rd)
 	w.mu.Unlock()
 	handedOff := w.effects(*rd)
-	readyPool.Put(rd)
+	w.readies.Put(rd)
 	return handedOff
 }
 
-// readyPool holds the buffers a core's outputs circulate in (see
-// core.TakeReadyInto): effects keeps nothing of a Ready's slices, so each goes
-// back to the pool once acted on.
-var readyPool = sync.Pool{New: func() any { return new(core.Ready) }}
 
 // effects acts on a core's outputs, outside the lock.
 func (w *Worker) effects(r core.Ready) (handedOff bool) {
@@ -207,12 +211,14 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 		w.spawn(run)
 	}
 	var self []core.Envelope
-	for _, m := range r.Messages {
+	for i, m := range r.Messages {
 		if m.To == w.id {
 			self = append(self, m)
 			continue
 		}
-		w.send(m)
+		if w.send(m) {
+			r.Messages[i].Msg = nil // kept past this call: not for the core to reuse
+		}
 	}
 	for _, m := range self {
 		if w.apply(func(c *core.Core) { c.Deliver(w.id, m.Msg) }) {
@@ -242,7 +248,9 @@ type outbox struct {
 	ready   chan struct{}
 }
 
-func (w *Worker) send(m core.Envelope) {
+// send sends m now, or later under Jitter, and reports whether it kept m to
+// send later.
+func (w *Worker) send(m core.Envelope) (kept bool) {
 	if w.cfg.Jitter != nil {
 		if d := w.cfg.Jitter(); d > 0 {
 			w.jittering.Add(1)
@@ -252,10 +260,11 @@ func (w *Worker) send(m core.Envelope) {
 					w.sendNow(m)
 				}
 			})
-			return
+			return true
 		}
 	}
 	w.sendNow(m)
+	return false
 }
 
 // framePool holds buffers for frames the transport copies at once.
