@@ -191,7 +191,6 @@ func (w *Worker) apply(f func(c *core.Core)) bool {
 	return handedOff
 }
 
-
 // effects acts on a core's outputs, outside the lock.
 func (w *Worker) effects(r core.Ready) (handedOff bool) {
 	handedOff = len(r.Runs) > 0 || len(r.Fetches) > 0 || len(r.Calls) > 0
