@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -274,6 +275,10 @@ func (c *Core) runAfter(from WorkerID, descs []rref.RRefDesc, run Run) {
 		c.ready.Runs = append(c.ready.Runs, run)
 		return
 	}
+	// The arguments may wait past this delivery: they must not alias the
+	// frame they came in, which the caller may reuse once it has acted on
+	// the Ready (see Deliver).
+	run.Args = bytes.Clone(run.Args)
 	c.receiveAll(from, descs, &pendingRun{run: run})
 }
 

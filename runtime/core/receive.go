@@ -11,8 +11,9 @@ import (
 // or inconsistent with what this worker knows is refused: counted, reported
 // in Ready.Errors and returned, with no state changed. Duplicates of control
 // messages are ignored and counted. Deliver keeps no reference to m itself
-// (DeliverFrame decodes every frame into the same storage); it may keep m's
-// byte slices.
+// (DeliverFrame decodes every frame into the same storage), and m's byte
+// slices only through the Ready it produces (arguments, results, values):
+// once that is acted on, the caller may reuse the frame m came in.
 func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 	if c.dead[from] {
 		return nil // a message from a worker declared dead is dropped, as the network would

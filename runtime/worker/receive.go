@@ -84,8 +84,9 @@ func (r *receiver) loop() {
 	}()
 	rd := w.readies.Get().(*core.Ready)
 	defer w.readies.Put(rd)
+	var spare []byte // a frame no one refers to any more, for the next one
 	for {
-		frame, err := r.conn.Recv(w.ctx, nil)
+		frame, err := r.conn.Recv(w.ctx, spare[:0])
 		if err != nil {
 			if !w.closed.Load() {
 				w.peerFailed(r.from, err)
@@ -96,13 +97,22 @@ func (r *receiver) loop() {
 		inline := rd.Runs
 		rest := *rd
 		rest.Runs = nil
+		// Results and values handed to other goroutines, and functions run
+		// elsewhere, keep slices of the frame; a function run inline has
+		// decoded its argument (a copy) and returned once runInline does.
+		reuse := len(rest.Calls) == 0 && len(rest.Fetches) == 0 && cap(frame) <= maxPooledFrame
 		handedOff := w.effects(rest)
 		for i, run := range inline {
 			if i > 0 || r.replaced.Load() {
 				w.spawn(run)
+				reuse = false
 				continue
 			}
 			r.runInline(run)
+		}
+		spare = nil
+		if reuse {
+			spare = frame
 		}
 		if protocol {
 			w.bar.taken[r.from-1].Add(1)

@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,6 +230,71 @@ func TestCloseUnderPollingCallers(t *testing.T) {
 					t.Fatalf("NewRRef on a closed worker: %v", err)
 				}
 				b.Close()
+			}
+		})
+	}
+}
+
+// A receiving goroutine reuses a frame's buffer once nothing refers to it:
+// arguments a function keeps (without copying) and results callers hold
+// must not change when later frames arrive.
+func TestReusedFramesLeaveKeptValuesAlone(t *testing.T) {
+	for _, transport := range []string{"mem", "shm"} {
+		t.Run(transport, func(t *testing.T) {
+			var mu sync.Mutex
+			var kept [][]byte
+			setup := func(w *Worker) {
+				Register(w, "keep", func(ctx context.Context, b []byte) ([]byte, error) {
+					mu.Lock()
+					kept = append(kept, b)
+					mu.Unlock()
+					return b, nil
+				})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var ws []*Worker
+			if transport == "mem" {
+				ws = group(t, "A", "B")
+				setup(ws[0])
+			} else {
+				peers := peersFor("shm")
+				peers[0].Addr = fmt.Sprintf("shm:reuse%d", os.Getpid())
+				peers[1].Addr = peers[0].Addr
+				started := make(chan *Worker, 1)
+				go func() {
+					w, err := Start(ctx, "A", peers, secret, Config{Logger: quiet, Setup: setup})
+					if err != nil {
+						t.Error(err)
+					}
+					started <- w
+				}()
+				b, err := Start(ctx, "B", peers, secret, Config{Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := <-started
+				if a == nil {
+					t.FailNow()
+				}
+				ws = []*Worker{a, b}
+			}
+			defer shutdown(t, ws)
+			var results [][]byte
+			for i := 0; i < 200; i++ {
+				r, err := Call[[]byte](ctx, ws[1], "A", "keep", bytes.Repeat([]byte{byte(i)}, 1+i%50))
+				if err != nil {
+					t.Fatal(err)
+				}
+				results = append(results, r)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i := range results {
+				want := bytes.Repeat([]byte{byte(i)}, 1+i%50)
+				if !bytes.Equal(kept[i], want) || !bytes.Equal(results[i], want) {
+					t.Fatalf("call %d: the function kept % x and the caller got % x, want % x", i, kept[i], results[i], want)
+				}
 			}
 		})
 	}
