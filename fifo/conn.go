@@ -19,6 +19,7 @@ type Config struct {
 	BulkSlots       int           // rendezvous slots per direction, shm and mem (default 2)
 	CreditThreshold uint64        // cells consumed before an explicit credit return (default Cells/4)
 	Spin            int           // polls before parking (default 16000, some 50 us); negative: never park
+	SocketSpin      time.Duration // tcp: how long a reader retries the socket before it waits in the netpoller (default 30 us); negative: never
 	Heartbeat       time.Duration // liveness beat (default 50 ms; tcp keepalive probes, in whole seconds)
 	DeadAfter       time.Duration // a peer silent this long is dead (default 1 s; tcp: unacknowledged data, or idle plus probes)
 
@@ -70,6 +71,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if d.Spin == 0 {
 		d.Spin = defaultSpin
+	}
+	if d.SocketSpin == 0 {
+		d.SocketSpin = 30 * time.Microsecond
 	}
 	if d.Heartbeat == 0 {
 		d.Heartbeat = 50 * time.Millisecond
