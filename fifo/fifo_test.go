@@ -471,3 +471,55 @@ func TestSHMHandshakeChecksGeometry(t *testing.T) {
 		t.Fatalf("other cell count: %v", err)
 	}
 }
+
+// TestSocketSpinHonoursDeadlinesAndClose keeps a tcp reader spinning on its
+// socket far longer than the test: a message still arrives, a context's
+// deadline still ends a Recv, and Close still ends one, while it spins.
+func TestSocketSpinHonoursDeadlinesAndClose(t *testing.T) {
+	for _, spin := range []time.Duration{time.Hour, -1} {
+		t.Run(fmt.Sprint(spin), func(t *testing.T) {
+			a, b := tcpPair(t, Config{Cells: 16, SocketSpin: spin})
+			defer a.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got := make(chan error, 1)
+			go func() {
+				p, err := b.Recv(ctx, nil)
+				if err == nil && string(p) != "hello" {
+					err = fmt.Errorf("got %q", p)
+				}
+				got <- err
+			}()
+			time.Sleep(20 * time.Millisecond)
+			if err := a.Send(ctx, []byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancelShort()
+			start := time.Now()
+			if _, err := b.Recv(short, nil); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Recv past its deadline: %v", err)
+			}
+			if waited := time.Since(start); waited > 5*time.Second {
+				t.Fatalf("Recv returned %v after its 50 ms deadline", waited)
+			}
+			go func() {
+				_, err := b.Recv(ctx, nil)
+				got <- err
+			}()
+			time.Sleep(20 * time.Millisecond)
+			b.Close()
+			select {
+			case err := <-got:
+				if !errors.Is(err, ErrClosed) {
+					t.Fatalf("Recv on a closed end: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Close did not end a spinning Recv")
+			}
+		})
+	}
+}
