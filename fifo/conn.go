@@ -177,13 +177,21 @@ type Conn struct {
 
 	doneStored uint64 // rxPos last published in rxDone (under rxMu)
 
+	// shm is the link of an exclusive shared-memory or in-process end, whose
+	// one-cell messages take the direct paths (sendCell, takeCell).
+	shm *memLink
+
 	closeOnce sync.Once
 	closeErr  error
 	broken    atomic.Pointer[error]
 }
 
 func newConn(l link, cfg Config) *Conn {
-	return &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1, cells: cfg.Cells}
+	c := &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1, cells: cfg.Cells}
+	if ml, ok := l.(*memLink); ok && cfg.Exclusive {
+		c.shm = ml
+	}
+	return c
 }
 
 // Stats are a connection's counters.
@@ -232,13 +240,19 @@ func extend(known uint64, low uint32) uint64 {
 // consumedKnown is how far the peer has consumed our tx ring, as far as we
 // know (under txMu). A peer cannot have consumed cells never sent: a larger
 // claim, from a confused or hostile peer, is clamped.
-func (c *Conn) consumedKnown() uint64 {
-	return min(max(c.l.txConsumed(), c.peerCred.Load()), c.txPos)
+func (c *Conn) consumedKnown() uint64 { return c.consumedGiven(c.l.txConsumed()) }
+
+// consumedGiven is consumedKnown with the peer's explicit return in hand.
+func (c *Conn) consumedGiven(explicit uint64) uint64 {
+	return min(max(explicit, c.peerCred.Load()), c.txPos)
 }
 
 // Send sends p. It waits for credits when the ring is full (back-pressure,
 // honouring ctx); it never drops a message.
 func (c *Conn) Send(ctx context.Context, p []byte) error {
+	if c.shm != nil && len(p) <= Cell-headerSize && c.sendCell(p) {
+		return nil
+	}
 	if err := c.err(); err != nil {
 		return err
 	}
@@ -272,6 +286,46 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	}
 	runtime.KeepAlive(c) // an exclusive end's ring stays mapped while c is reachable
 	return nil
+}
+
+// sendCell is Send for an exclusive shared-memory end and a message that
+// fits in its header's cell (an immediate put): with a credit in hand and
+// the link up, it puts p with no lock, no wait and no call through the link
+// interface. It reports false, having done nothing, when Send must take
+// the general path.
+func (c *Conn) sendCell(p []byte) bool {
+	l := c.shm
+	consumed := c.consumedGiven(l.txConsumed()) // a direct call, not through the interface
+	if c.broken.Load() != nil || l.failed() != nil || c.cells-(c.txPos-consumed) < 1 {
+		return false
+	}
+	// One cell never needs a pad: it cannot run past the ring's end.
+	l.put(c.txPos, header{seq: c.txSeq, length: uint32(len(p)), credit: uint32(c.rxDone.Load() >> creditUnit), kind: kindData, flags: flagCredit}, p)
+	c.txSeq++
+	c.txPos++
+	runtime.KeepAlive(c)
+	return true
+}
+
+// takeCell is takeNow for an exclusive shared-memory end: it takes a
+// one-cell data message already published at the read position, if any,
+// with no lock and no call through the link interface; anything else (a
+// longer message, a pad, a rendezvous, a corrupt header, a closed end)
+// is left to the general path, which also checks it.
+func (c *Conn) takeCell(r *ring, deliver func(p []byte) error) (taken, published bool, err error) {
+	h, ok := r.peek(c.rxPos, c.rxSeq)
+	if !ok {
+		return false, false, nil
+	}
+	if h.kind != kindData || h.length > Cell-headerSize || h.flags&flagCredit == 0 || c.broken.Load() != nil {
+		return false, true, nil
+	}
+	if v := extend(c.peerCred.Load(), h.credit); v > c.peerCred.Load() {
+		c.peerCred.Store(v) // the only receiver: no other writer
+	}
+	err = deliver(r.payload(c.rxPos, h.length))
+	c.advance(1)
+	return true, true, err
 }
 
 // The tx and rx locks are taken only when several goroutines may send or
@@ -522,6 +576,20 @@ func (c *Conn) takeNow(deliver func(p []byte) error) (got bool, err error, pos u
 // each spins, then a blocking one parks (one parker at a time). Waiting
 // receivers read-hold inUse, so Close unmaps the ring only after they left.
 func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
+	if c.shm != nil {
+		// Poll the read position for a while on the direct path; the
+		// general one below then spins its own budget and parks.
+		r := c.shm.rxr
+		for i := 0; i < 1024; i++ {
+			if taken, published, err := c.takeCell(r, deliver); taken || published {
+				if taken {
+					return true, err
+				}
+				break // something the general path takes
+			}
+		}
+		runtime.KeepAlive(c)
+	}
 	got, err, pos, seq := c.takeNow(deliver)
 	if got || err != nil {
 		return got, err

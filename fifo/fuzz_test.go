@@ -44,29 +44,48 @@ func FuzzRecvRing(f *testing.F) {
 	f.Add(ringImage(make([]byte, 100), make([]byte, 3000), []byte{1}))
 	f.Add(ringImage(make([]byte, 2000), make([]byte, 900), make([]byte, 700), make([]byte, 2000)))
 	f.Fuzz(func(t *testing.T, cells []byte) {
-		a, b, err := Pipe(Config{Cells: fuzzCells, MaxMessage: 1 << 12, Spin: 1})
-		if err != nil {
-			t.Fatal(err)
+		// Both receive paths: the general one, and an exclusive end's
+		// direct path for one-cell messages, which hands the rest over.
+		var got [2][][]byte
+		for i, exclusive := range []bool{false, true} {
+			got[i] = recvImage(t, cells, exclusive)
 		}
-		defer a.Close()
-		defer b.Close()
-		copy(b.l.rx().mem[ctlSize:], cells)
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		var buf []byte
-		for i := 0; i < 2*fuzzCells; i++ {
-			buf, err = b.Recv(ctx, buf)
-			if err != nil {
-				if !errors.Is(err, ErrCorrupt) && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
-					t.Fatalf("unexpected error %v", err)
-				}
-				return
-			}
-			if len(buf) > 1<<12 {
-				t.Fatalf("message of %d bytes past the limit", len(buf))
+		if len(got[0]) != len(got[1]) {
+			t.Fatalf("%d messages, %d on an exclusive end", len(got[0]), len(got[1]))
+		}
+		for i := range got[0] {
+			if !bytes.Equal(got[0][i], got[1][i]) {
+				t.Fatalf("message %d: % x, on an exclusive end % x", i, got[0][i], got[1][i])
 			}
 		}
 	})
+}
+
+// recvImage receives what a ring holding cells yields, until an error.
+func recvImage(t *testing.T, cells []byte, exclusive bool) (msgs [][]byte) {
+	a, b, err := Pipe(Config{Cells: fuzzCells, MaxMessage: 1 << 12, Spin: 1, Exclusive: exclusive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	copy(b.l.rx().mem[ctlSize:], cells)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 2*fuzzCells; i++ {
+		buf, err := b.Recv(ctx, nil)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return msgs
+		}
+		if len(buf) > 1<<12 {
+			t.Fatalf("message of %d bytes past the limit", len(buf))
+		}
+		msgs = append(msgs, buf)
+	}
+	return msgs
 }
 
 // FuzzTCPFrames feeds an arbitrary byte stream to the tcp frame reader after
