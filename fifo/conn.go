@@ -177,8 +177,9 @@ type Conn struct {
 
 	doneStored uint64 // rxPos last published in rxDone (under rxMu)
 
-	// shm is the link of an exclusive shared-memory or in-process end, whose
-	// one-cell messages take the direct paths (sendCell, takeCell).
+	// shm is the link of a shared-memory or in-process end: one-cell
+	// messages are put on a direct path (sendCell), and taken on one
+	// (takeCell) by exclusive ends.
 	shm *memLink
 
 	closeOnce sync.Once
@@ -188,7 +189,7 @@ type Conn struct {
 
 func newConn(l link, cfg Config) *Conn {
 	c := &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1, cells: cfg.Cells}
-	if ml, ok := l.(*memLink); ok && cfg.Exclusive {
+	if ml, ok := l.(*memLink); ok {
 		c.shm = ml
 	}
 	return c
@@ -250,8 +251,13 @@ func (c *Conn) consumedGiven(explicit uint64) uint64 {
 // Send sends p. It waits for credits when the ring is full (back-pressure,
 // honouring ctx); it never drops a message.
 func (c *Conn) Send(ctx context.Context, p []byte) error {
-	if c.shm != nil && len(p) <= Cell-headerSize && c.sendCell(p) {
-		return nil
+	if c.shm != nil && len(p) <= Cell-headerSize {
+		c.lockTx()
+		sent := c.sendCell(p)
+		c.unlockTx()
+		if sent {
+			return nil
+		}
 	}
 	if err := c.err(); err != nil {
 		return err
@@ -288,15 +294,19 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	return nil
 }
 
-// sendCell is Send for an exclusive shared-memory end and a message that
-// fits in its header's cell (an immediate put): with a credit in hand and
-// the link up, it puts p with no lock, no wait and no call through the link
-// interface. It reports false, having done nothing, when Send must take
-// the general path.
+// sendCell is Send for a shared-memory end and a message that fits in its
+// header's cell (an immediate put), under the tx lock unless the end is
+// exclusive: with a credit in hand and the link up, it puts p with no wait
+// and no call through the link interface. It reports false, having done
+// nothing, when Send must take the general path.
 func (c *Conn) sendCell(p []byte) bool {
 	l := c.shm
-	consumed := c.consumedGiven(l.txConsumed()) // a direct call, not through the interface
-	if c.broken.Load() != nil || l.failed() != nil || c.cells-(c.txPos-consumed) < 1 {
+	// Closure first: a shared end's ring is unmapped once Close holds the
+	// tx lock, after it has set broken.
+	if c.broken.Load() != nil || l.failed() != nil {
+		return false
+	}
+	if c.cells-(c.txPos-c.consumedGiven(l.txConsumed())) < 1 { // a direct call, not through the interface
 		return false
 	}
 	// One cell never needs a pad: it cannot run past the ring's end.
@@ -381,6 +391,10 @@ func (c *Conn) TrySend(p []byte) (bool, error) {
 	}
 	if !c.cfg.Exclusive && !c.txMu.TryLock() {
 		return false, nil
+	}
+	if c.shm != nil && len(p) <= Cell-headerSize && c.sendCell(p) {
+		c.unlockTx()
+		return true, nil
 	}
 	need := cellsFor(len(p))
 	pad := uint64(0)
@@ -576,7 +590,7 @@ func (c *Conn) takeNow(deliver func(p []byte) error) (got bool, err error, pos u
 // each spins, then a blocking one parks (one parker at a time). Waiting
 // receivers read-hold inUse, so Close unmaps the ring only after they left.
 func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
-	if c.shm != nil {
+	if c.shm != nil && c.cfg.Exclusive {
 		// Poll the read position for a while on the direct path; the
 		// general one below then spins its own budget and parks.
 		r := c.shm.rxr
