@@ -317,6 +317,18 @@ func (c *Conn) sendCell(p []byte) bool {
 	return true
 }
 
+// notePeerCredit records the peer's piggybacked progress on our tx ring,
+// which only ever grows (receivers may take messages side by side).
+func (c *Conn) notePeerCredit(low uint32) {
+	for {
+		old := c.peerCred.Load()
+		v := extend(old, low)
+		if v <= old || c.peerCred.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
 // takeCell is takeNow for an exclusive shared-memory end: it takes a
 // one-cell data message already published at the read position, if any,
 // with no lock and no call through the link interface; anything else (a
@@ -330,9 +342,7 @@ func (c *Conn) takeCell(r *ring, deliver func(p []byte) error) (taken, published
 	if h.kind != kindData || h.length > Cell-headerSize || h.flags&flagCredit == 0 || c.broken.Load() != nil {
 		return false, true, nil
 	}
-	if v := extend(c.peerCred.Load(), h.credit); v > c.peerCred.Load() {
-		c.peerCred.Store(v) // the only receiver: no other writer
-	}
+	c.notePeerCredit(h.credit)
 	err = deliver(r.payload(c.rxPos, h.length))
 	c.advance(1)
 	return true, true, err
@@ -653,13 +663,7 @@ func (c *Conn) take(r *ring, deliver func(p []byte) error) (bool, error) {
 			return false, c.fail(err)
 		}
 		if h.flags&flagCredit != 0 {
-			for {
-				old := c.peerCred.Load()
-				v := extend(old, h.credit)
-				if v <= old || c.peerCred.CompareAndSwap(old, v) {
-					break
-				}
-			}
+			c.notePeerCredit(h.credit)
 		}
 		n := h.cells()
 		switch h.kind {

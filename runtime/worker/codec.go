@@ -41,10 +41,10 @@ func (fastCodec) Marshal(v any) ([]byte, error) {
 	// Scalars, strings and bytes, plain values (arrays and structs of sized
 	// numbers) and slices of them are laid out directly; a fresh gob stream
 	// would re-send and re-compile type information for every message.
-	if b, ok := encodeDirect(reflect.TypeOf(v), boxedData(v)); ok {
+	t := reflect.TypeOf(v)
+	if b, ok := encodeDirect(t, boxedData(v)); ok {
 		return b, nil
 	}
-	t := reflect.TypeOf(v)
 	if t.Kind() == reflect.Slice && fixedSize(t.Elem()) > 0 {
 		b := binary.AppendUvarint(nil, uint64(reflect.ValueOf(v).Len()))
 		return binary.Append(b, binary.LittleEndian, v)
@@ -88,11 +88,11 @@ func (fastCodec) Unmarshal(data []byte, v any) error {
 	t := rv.Elem().Type()
 	if t.Kind() == reflect.Slice {
 		if size := fixedSize(t.Elem()); size > 0 {
-			n, k := binary.Uvarint(data)
-			if k <= 0 || n > uint64(len(data)-k)/uint64(size) || uint64(len(data)-k) != n*uint64(size) {
+			n, k, ok := sliceLen(data, size)
+			if !ok {
 				return bad(t.String())
 			}
-			s := reflect.MakeSlice(t, int(n), int(n))
+			s := reflect.MakeSlice(t, n, n)
 			if _, err := binary.Decode(data[k:], binary.LittleEndian, s.Interface()); err != nil {
 				return bad(t.String())
 			}

@@ -206,15 +206,15 @@ func decodePlain(data []byte, t reflect.Type, p unsafe.Pointer, bad func() error
 		if size == 0 {
 			return false, nil
 		}
-		n, k := binary.Uvarint(data)
-		if k <= 0 || n > uint64(len(data)-k)/uint64(size) || uint64(len(data)-k) != n*uint64(size) {
+		n, k, ok := sliceLen(data, size)
+		if !ok {
 			return true, bad()
 		}
-		s := reflect.MakeSlice(t, int(n), int(n))
+		s := reflect.MakeSlice(t, n, n)
 		if n > 0 {
-			copy(plainBytes(s.UnsafePointer(), int(n)*size), data[k:])
+			copy(plainBytes(s.UnsafePointer(), n*size), data[k:])
 		}
-		*(*sliceHeader)(p) = sliceHeader{data: s.UnsafePointer(), len: int(n), cap: int(n)}
+		*(*sliceHeader)(p) = sliceHeader{data: s.UnsafePointer(), len: n, cap: n}
 		return true, nil
 	}
 	size := plainSize(t)
@@ -226,6 +226,16 @@ func decodePlain(data []byte, t reflect.Type, p unsafe.Pointer, bad func() error
 	}
 	copy(plainBytes(p, size), data)
 	return true, nil
+}
+
+// sliceLen reads the element count that prefixes an encoded slice of
+// size-byte elements, and reports whether exactly that many follow.
+func sliceLen(data []byte, size int) (n, k int, ok bool) {
+	c, k := binary.Uvarint(data)
+	if k <= 0 || c > uint64(len(data)-k)/uint64(size) || uint64(len(data)-k) != c*uint64(size) {
+		return 0, 0, false
+	}
+	return int(c), k, true
 }
 
 // boxedData is the address of the value an interface holds, for the types

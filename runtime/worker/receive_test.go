@@ -145,8 +145,15 @@ func TestPeerClosesUnderPollingCallers(t *testing.T) {
 
 // pair starts workers A and B over transport, B serving "add".
 func pair(t *testing.T, transport string) (*Worker, *Worker) {
+	return pairServing(t, transport, func(*Worker) {})
+}
+
+// pairServing starts workers A and B over transport, B serving "add" and
+// what setup registers.
+func pairServing(t *testing.T, transport string, setup func(*Worker)) (*Worker, *Worker) {
 	if transport == "mem" {
 		ws := group(t, "A", "B")
+		setup(ws[1])
 		return ws[0], ws[1]
 	}
 	peers := peersFor(transport)
@@ -157,6 +164,7 @@ func pair(t *testing.T, transport string) (*Worker, *Worker) {
 		var err error
 		b, err = Start(ctx, "B", peers, []byte("p"), Config{Logger: quiet, Setup: func(w *Worker) {
 			Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+			setup(w)
 		}})
 		done <- err
 	}()
@@ -251,38 +259,12 @@ func TestReusedFramesLeaveKeptValuesAlone(t *testing.T) {
 					return b, nil
 				})
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			var ws []*Worker
-			if transport == "mem" {
-				ws = group(t, "A", "B")
-				setup(ws[0])
-			} else {
-				peers := peersFor("shm")
-				peers[0].Addr = fmt.Sprintf("shm:reuse%d", os.Getpid())
-				peers[1].Addr = peers[0].Addr
-				started := make(chan *Worker, 1)
-				go func() {
-					w, err := Start(ctx, "A", peers, secret, Config{Logger: quiet, Setup: setup})
-					if err != nil {
-						t.Error(err)
-					}
-					started <- w
-				}()
-				b, err := Start(ctx, "B", peers, secret, Config{Logger: quiet})
-				if err != nil {
-					t.Fatal(err)
-				}
-				a := <-started
-				if a == nil {
-					t.FailNow()
-				}
-				ws = []*Worker{a, b}
-			}
-			defer shutdown(t, ws)
+			ctx := ctxT(t)
+			a, b := pairServing(t, transport, setup)
+			defer shutdown(t, []*Worker{a, b})
 			var results [][]byte
 			for i := 0; i < 200; i++ {
-				r, err := Call[[]byte](ctx, ws[1], "A", "keep", bytes.Repeat([]byte{byte(i)}, 1+i%50))
+				r, err := Call[[]byte](ctx, a, "B", "keep", bytes.Repeat([]byte{byte(i)}, 1+i%50))
 				if err != nil {
 					t.Fatal(err)
 				}
