@@ -176,6 +176,9 @@ type Conn struct {
 	rdvBuf [8]byte // under txMu: a rendezvous request's payload
 
 	doneStored uint64 // rxPos last published in rxDone (under rxMu)
+	// peerCredLow is the last piggybacked credit seen (under rxMu): only a
+	// change needs recording, once per 1<<creditUnit cells.
+	peerCredLow uint32
 
 	// shm is the link of a shared-memory or in-process end: one-cell
 	// messages are put on a direct path (sendCell), and taken on one
@@ -317,9 +320,13 @@ func (c *Conn) sendCell(p []byte) bool {
 	return true
 }
 
-// notePeerCredit records the peer's piggybacked progress on our tx ring,
-// which only ever grows (receivers may take messages side by side).
+// notePeerCredit records the peer's piggybacked progress on our tx ring
+// (under rxMu), which only ever grows; senders read it at any time.
 func (c *Conn) notePeerCredit(low uint32) {
+	if low == c.peerCredLow {
+		return
+	}
+	c.peerCredLow = low
 	for {
 		old := c.peerCred.Load()
 		v := extend(old, low)
@@ -329,23 +336,20 @@ func (c *Conn) notePeerCredit(low uint32) {
 	}
 }
 
-// takeCell is takeNow for an exclusive shared-memory end: it takes a
-// one-cell data message already published at the read position, if any,
-// with no lock and no call through the link interface; anything else (a
-// longer message, a pad, a rendezvous, a corrupt header, a closed end)
-// is left to the general path, which also checks it.
-func (c *Conn) takeCell(r *ring, deliver func(p []byte) error) (taken, published bool, err error) {
-	h, ok := r.peek(c.rxPos, c.rxSeq)
-	if !ok {
-		return false, false, nil
-	}
+// takeCell is takeNow for an exclusive shared-memory end, given the header
+// word w published at the read position for the message due there: it takes
+// a one-cell data message with no lock and no call through the link
+// interface; anything else (a longer message, a pad, a rendezvous, a corrupt
+// header, a closed end) is left to the general path, which also checks it.
+func (c *Conn) takeCell(r *ring, w uint64, deliver func(p []byte) error) (taken bool, err error) {
+	h := unpack(w)
 	if h.kind != kindData || h.length > Cell-headerSize || h.flags&flagCredit == 0 || c.broken.Load() != nil {
-		return false, true, nil
+		return false, nil
 	}
 	c.notePeerCredit(h.credit)
 	err = deliver(r.payload(c.rxPos, h.length))
 	c.advance(1)
-	return true, true, err
+	return true, err
 }
 
 // The tx and rx locks are taken only when several goroutines may send or
@@ -601,12 +605,14 @@ func (c *Conn) takeNow(deliver func(p []byte) error) (got bool, err error, pos u
 // receivers read-hold inUse, so Close unmaps the ring only after they left.
 func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
 	if c.shm != nil && c.cfg.Exclusive {
-		// Poll the read position for a while on the direct path; the
-		// general one below then spins its own budget and parks.
+		// Poll the read position for a while on the direct path, one load
+		// per turn; the general path below then spins its own budget and
+		// parks.
 		r := c.shm.rxr
+		word, seq := r.pubWord(c.rxPos), c.rxSeq&seqMask
 		for i := 0; i < 1024; i++ {
-			if taken, published, err := c.takeCell(r, deliver); taken || published {
-				if taken {
+			if w := atomic.LoadUint64(word); uint32(w&seqMask) == seq {
+				if taken, err := c.takeCell(r, w, deliver); taken {
 					return true, err
 				}
 				break // something the general path takes
