@@ -312,8 +312,10 @@ func (c *Conn) sendCell(p []byte) bool {
 	if c.cells-(c.txPos-c.consumedGiven(l.txConsumed())) < 1 { // a direct call, not through the interface
 		return false
 	}
-	// One cell never needs a pad: it cannot run past the ring's end.
-	l.put(c.txPos, header{seq: c.txSeq, length: uint32(len(p)), credit: uint32(c.rxDone.Load() >> creditUnit), kind: kindData, flags: flagCredit}, p)
+	// One cell never needs a pad: it cannot run past the ring's end. The
+	// header is built as its word: a header struct here costs a trip
+	// through the stack, where forwarding its fields stalls.
+	l.putCell(c.txPos, immediateWord(c.txSeq, len(p), uint32(c.rxDone.Load()>>creditUnit)), p)
 	c.txSeq++
 	c.txPos++
 	runtime.KeepAlive(c)
@@ -342,12 +344,12 @@ func (c *Conn) notePeerCredit(low uint32) {
 // interface; anything else (a longer message, a pad, a rendezvous, a corrupt
 // header, a closed end) is left to the general path, which also checks it.
 func (c *Conn) takeCell(r *ring, w uint64, deliver func(p []byte) error) (taken bool, err error) {
-	h := unpack(w)
-	if h.kind != kindData || h.length > Cell-headerSize || h.flags&flagCredit == 0 || c.broken.Load() != nil {
+	length, ok := immediateLength(w)
+	if !ok || c.broken.Load() != nil {
 		return false, nil
 	}
-	c.notePeerCredit(h.credit)
-	err = deliver(r.payload(c.rxPos, h.length))
+	c.notePeerCredit(uint32(w >> 48))
+	err = deliver(r.payload(c.rxPos, length))
 	c.advance(1)
 	return true, err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"pgregory.net/rapid"
 	"testing"
 	"time"
 )
@@ -115,5 +116,28 @@ func FuzzTCPFrames(f *testing.F) {
 			}
 		}
 		c.Close()
+	})
+}
+
+// TestImmediateWordIsAHeader checks the direct paths' header arithmetic
+// against pack and unpack: the word built for a one-cell message is its
+// header packed, and the direct receiver takes exactly the words the
+// general path would deliver as a one-cell data message with a credit.
+func TestImmediateWordIsAHeader(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		seq := rapid.Uint32().Draw(rt, "seq")
+		n := rapid.IntRange(0, Immediate).Draw(rt, "length")
+		credit := rapid.Uint32().Draw(rt, "credit")
+		want := header{seq: seq, length: uint32(n), credit: credit, kind: kindData, flags: flagCredit}.pack()
+		if got := immediateWord(seq, n, credit); got != want {
+			rt.Fatalf("immediateWord = %#x, pack = %#x", got, want)
+		}
+		w := rapid.Uint64().Draw(rt, "word")
+		h := unpack(w)
+		length, ok := immediateLength(w)
+		wantOK := h.kind == kindData && h.flags&flagCredit != 0 && h.length <= Immediate
+		if ok != wantOK || (ok && length != h.length) {
+			rt.Fatalf("word %#x: immediateLength = %d, %v; header %+v", w, length, ok, h)
+		}
 	})
 }

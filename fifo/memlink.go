@@ -125,6 +125,18 @@ func (l *memLink) put(pos uint64, h header, payload []byte) error {
 	return nil
 }
 
+// putCell is put for a one-cell message whose header word is w.
+func (l *memLink) putCell(pos uint64, w uint64, payload []byte) {
+	off := l.tx.cellOff(pos)
+	cell := l.tx.mem[off : off+Cell : off+Cell]
+	copy(cell[headerSize:], payload)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&cell[0])), w)
+	if atomic.LoadUint32(l.tx.u32(offSleeping)) != 0 {
+		l.wakes.Add(1)
+		l.wakePeer()
+	}
+}
+
 func (l *memLink) wakeUps() uint64 { return l.wakes.Load() }
 
 func (l *memLink) wakePeer() { wake(l.peerLocal, l.tx) }

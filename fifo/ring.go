@@ -195,6 +195,21 @@ func unpack(w uint64) header {
 		length: uint32(w>>27) & maxLength, credit: uint32(w >> 48)}
 }
 
+// immediateWord is the header word of a one-cell data message carrying the
+// sender's receive progress: pack for the direct send path, in registers.
+func immediateWord(seq uint32, length int, credit uint32) uint64 {
+	return uint64(seq&seqMask) | kindData<<24 | flagCredit<<26 | uint64(length)<<27 | uint64(credit&0xffff)<<48
+}
+
+// immediateLength reports the length of the message whose header word is w
+// if it is a one-cell data message carrying a credit, which the direct
+// receive path takes; anything else goes to the checked general path.
+func immediateLength(w uint64) (uint32, bool) {
+	const kindFlags = 3<<24 | 1<<26
+	length := uint32(w>>27) & maxLength
+	return length, w&kindFlags == kindData<<24|flagCredit<<26 && length <= Immediate
+}
+
 // cells is how many cells the message whose header is h occupies.
 func (h header) cells() uint64 {
 	if h.kind == kindPad {
