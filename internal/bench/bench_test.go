@@ -25,10 +25,18 @@ func TestTableMeasuresEveryCell(t *testing.T) {
 		t.Skip("measures transports")
 	}
 	rows := FIFOTable(2*time.Millisecond, func(string) {})
-	if len(rows) != 2+len(Transports()) {
+	if len(rows) != 3+len(Transports()) {
 		t.Fatalf("%d rows", len(rows))
 	}
-	for _, r := range rows[2:] {
+	for _, r := range []Row{rows[0], rows[1]} { // the floors, measured between two processes
+		if r.Err != "" || r.LatencyNs[56] <= 0 {
+			t.Errorf("%s: %+v", r.Transport, r)
+		}
+	}
+	if _, ok := rows[1].Ratios["latency56_over_floor"]; !ok {
+		t.Errorf("the ring floor has no ratio to the cache-line floor: %+v", rows[1])
+	}
+	for _, r := range rows[3:] {
 		if r.Err != "" {
 			t.Errorf("%s: %s", r.Transport, r.Err)
 		}

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,10 +31,12 @@ type end interface {
 	Close() error
 }
 
-// Transport makes a connected pair for one measurement.
+// Transport makes connected ends for measurements: a pair in this process,
+// or (Proc) our end of a connection to a peer process.
 type Transport struct {
 	Name string
 	Pair func() (end, end, error)
+	Proc func() (*procEnd, error)
 }
 
 // streamEnd frames messages with a 4-byte length over a byte stream (the peers:
@@ -126,37 +127,19 @@ func (c *chanEnd) Close() error { return nil }
 
 var shmSeq atomic.Int64
 
-// shmPair connects two ends over a fresh shared-memory file.
-func shmPair(cfg fifo.Config) func() (end, end, error) {
-	return func() (end, end, error) {
-		name := fmt.Sprintf("rref-bench-%d-%d", os.Getpid(), shmSeq.Add(1))
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var a *fifo.Conn
-		var err error
-		done := make(chan struct{})
-		go func() { defer close(done); a, err = fifo.ListenSHM(ctx, name, benchSecret, cfg) }()
-		b, derr := fifo.DialSHM(ctx, name, benchSecret, cfg)
-		<-done
-		if err != nil || derr != nil {
-			return nil, nil, fmt.Errorf("%v %v", err, derr)
-		}
-		return a, b, nil
-	}
-}
-
 var benchSecret = []byte("bench")
 
-// Transports returns every transport measured, fifo's first.
+// Transports returns every transport measured, fifo's first. The fifo/shm
+// rows run their second end in another process, as the transport is meant
+// to be used (and as the floor is measured); the peers run in one process.
 func Transports() []Transport {
-	cfg := fifo.Config{MaxMessage: 4 << 20} // the default ring: 4096 cells, 256 KiB, which fits in L2
-	exclusive := cfg
-	exclusive.Exclusive = true // each end has one sending and one receiving goroutine here
+	cfg := benchConfig(false)
 	secret := []byte("bench")
 	return []Transport{
-		{"fifo/shm", shmPair(cfg)},
-		{"fifo/shm exclusive", shmPair(exclusive)},
-		{"fifo/tcp", func() (end, end, error) {
+		{Name: "fifo/shm", Proc: procPair(cfg)},
+		// Each end has one sending and one receiving goroutine here.
+		{Name: "fifo/shm exclusive", Proc: procPair(benchConfig(true))},
+		{Name: "fifo/tcp", Pair: func() (end, end, error) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return nil, nil, err
@@ -174,11 +157,11 @@ func Transports() []Transport {
 			}
 			return a, b, nil
 		}},
-		{"fifo/mem", func() (end, end, error) {
+		{Name: "fifo/mem", Pair: func() (end, end, error) {
 			a, b, err := fifo.Pipe(cfg)
 			return a, b, err
 		}},
-		{"unix socket", func() (end, end, error) {
+		{Name: "unix socket", Pair: func() (end, end, error) {
 			dir, err := os.MkdirTemp("", "rref-bench")
 			if err != nil {
 				return nil, nil, err
@@ -186,45 +169,106 @@ func Transports() []Transport {
 			defer os.RemoveAll(dir)
 			return socketPair("unix", filepath.Join(dir, "s"))
 		}},
-		{"tcp loopback", func() (end, end, error) { return socketPair("tcp", "127.0.0.1:0") }},
-		{"go channel", func() (end, end, error) {
+		{Name: "tcp loopback", Pair: func() (end, end, error) { return socketPair("tcp", "127.0.0.1:0") }},
+		{Name: "go channel", Pair: func() (end, end, error) {
 			ab, ba := make(chan []byte, 256), make(chan []byte, 256)
 			return &chanEnd{out: ab, in: ba}, &chanEnd{out: ba, in: ab}, nil
 		}},
 	}
 }
 
+// rig runs one transport's measurements: a fresh pair for each in this
+// process, or one connection to a peer process for all of them (a process
+// is measured warm, not while it starts).
+type rig struct {
+	t    Transport
+	proc *procEnd
+}
+
+func (t Transport) open() (*rig, error) {
+	r := &rig{t: t}
+	if t.Proc != nil {
+		p, err := t.Proc()
+		if err != nil {
+			return nil, err
+		}
+		r.proc = p
+	}
+	return r, nil
+}
+
+func (r *rig) close() error {
+	if r.proc != nil {
+		return r.proc.Close()
+	}
+	return nil
+}
+
 // PingPong measures one-way latency (round trip / 2) at size bytes for about d.
 func PingPong(t Transport, size int, d time.Duration) (time.Duration, error) {
-	a, b, err := t.Pair()
+	r, err := t.open()
+	if err != nil {
+		return 0, err
+	}
+	defer r.close()
+	return r.pingPong(size, d)
+}
+
+// Stream measures one-way throughput of size-byte messages for about d:
+// messages per second and bytes per second.
+func Stream(t Transport, size int, d time.Duration) (float64, float64, error) {
+	r, err := t.open()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.close()
+	return r.stream(size, d)
+}
+
+func (r *rig) pingPong(size int, d time.Duration) (time.Duration, error) {
+	ctx := context.Background()
+	if r.proc != nil {
+		a := r.proc
+		if err := a.Send(ctx, []byte{cmdEcho}); err != nil {
+			return 0, err
+		}
+		lat, err := pingPongFrom(a, size, d)
+		if err == nil {
+			_, err = a.Recv(ctx, nil) // the stop, echoed: the peer waits for a command again
+		}
+		return lat, err
+	}
+	a, b, err := r.t.Pair()
 	if err != nil {
 		return 0, err
 	}
 	defer a.Close()
 	defer b.Close()
-	ctx := context.Background()
-	errc := make(chan error, 1)
-	stop := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		var buf []byte
 		var err error
 		for {
-			if buf, err = b.Recv(ctx, buf); err != nil {
-				errc <- nil
+			if buf, err = b.Recv(ctx, buf); err != nil || len(buf) == 0 {
 				return
 			}
-			if len(buf) == 0 {
-				errc <- nil
-				return
-			}
-			if err = b.Send(ctx, buf); err != nil {
-				errc <- err
+			if b.Send(ctx, buf) != nil {
 				return
 			}
 		}
 	}()
+	defer func() { <-done }()
+	return pingPongFrom(a, size, d)
+}
+
+// pingPongFrom bounces size-byte messages off an echo at a's other end for
+// about d, then sends the echo an empty message, which stops it.
+func pingPongFrom(a end, size int, d time.Duration) (time.Duration, error) {
+	ctx := context.Background()
 	msg := make([]byte, max(size, 1))
 	var buf []byte
+	var err error
 	rounds := 0
 	warm := 20
 	var start time.Time
@@ -232,7 +276,7 @@ func PingPong(t Transport, size int, d time.Duration) (time.Duration, error) {
 		if rounds == warm {
 			start = time.Now()
 		}
-		if err := a.Send(ctx, msg); err != nil {
+		if err = a.Send(ctx, msg); err != nil {
 			return 0, err
 		}
 		if buf, err = a.Recv(ctx, buf); err != nil {
@@ -244,23 +288,31 @@ func PingPong(t Transport, size int, d time.Duration) (time.Duration, error) {
 		}
 	}
 	elapsed := time.Since(start)
-	a.Send(ctx, nil) // tells the echo to stop
-	close(stop)
-	<-errc
+	if err := a.Send(ctx, nil); err != nil {
+		return 0, err
+	}
 	return elapsed / time.Duration(2*(rounds-warm)), nil
 }
 
-// Stream measures one-way throughput of size-byte messages for about d:
-// messages per second and bytes per second.
-func Stream(t Transport, size int, d time.Duration) (float64, float64, error) {
-	a, b, err := t.Pair()
+func (r *rig) stream(size int, d time.Duration) (float64, float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	if r.proc != nil {
+		b := r.proc
+		start := time.Now()
+		if err := b.Send(ctx, streamCommand(size, d)); err != nil {
+			return 0, 0, err
+		}
+		got, err := receiveAll(ctx, b, size, func() {})
+		elapsed := time.Since(start)
+		return float64(got) / elapsed.Seconds(), float64(got) * float64(size) / elapsed.Seconds(), err
+	}
+	a, b, err := r.t.Pair()
 	if err != nil {
 		return 0, 0, err
 	}
 	defer a.Close()
 	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
-	defer cancel()
 	// The flag the sender polls sits on a cache line of its own: shared with
 	// a word the receiver writes per message, it would cost a line transfer
 	// per message and measure false sharing instead of the transport.
@@ -282,7 +334,22 @@ func Stream(t Transport, size int, d time.Duration) (float64, float64, error) {
 		}
 		a.Send(ctx, nil) // the end marker: measured sizes are never empty
 	}()
+	defer wg.Wait()
+	start := time.Now()
+	got, err := receiveAll(ctx, b, size, func() {
+		if !stopped.Load() && time.Since(start) > d {
+			stopped.Store(true)
+		}
+	})
+	elapsed := time.Since(start)
+	return float64(got) / elapsed.Seconds(), float64(got) * float64(size) / elapsed.Seconds(), err
+}
+
+// receiveAll receives messages until an empty one, calling every64 after
+// every 64th, and returns how many it received.
+func receiveAll(ctx context.Context, b end, size int, every64 func()) (int64, error) {
 	var buf []byte
+	var err error
 	got := int64(0)
 	// Ends that can read in place do so for bulk transfers (a user moving
 	// megabytes would); every peer here copies into the caller's buffer.
@@ -290,7 +357,6 @@ func Stream(t Transport, size int, d time.Duration) (float64, float64, error) {
 	zeroCopy = zeroCopy && size >= 64<<10
 	var n int
 	count := func(p []byte) error { n = len(p); return nil }
-	start := time.Now()
 	for {
 		if zeroCopy {
 			err = ip.RecvFunc(ctx, count)
@@ -299,59 +365,16 @@ func Stream(t Transport, size int, d time.Duration) (float64, float64, error) {
 			n = len(buf)
 		}
 		if err != nil {
-			return 0, 0, err
+			return got, err
 		}
 		if n == 0 {
-			break
+			return got, nil
 		}
 		got++
-		if got%64 == 0 && !stopped.Load() && time.Since(start) > d {
-			stopped.Store(true)
+		if got%64 == 0 {
+			every64()
 		}
 	}
-	elapsed := time.Since(start)
-	wg.Wait()
-	return float64(got) / elapsed.Seconds(), float64(got) * float64(size) / elapsed.Seconds(), nil
-}
-
-// CacheLineFloor is the machine's floor for one-way latency: two threads
-// handing a counter back and forth through one shared cache line.
-func CacheLineFloor(d time.Duration) time.Duration {
-	var line struct {
-		_ [64]byte
-		v atomic.Uint64
-		_ [64]byte
-	}
-	var stop atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for !stop.Load() {
-			v := line.v.Load()
-			if v&1 == 1 {
-				line.v.Store(v + 1)
-			}
-		}
-		close(done)
-	}()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	rounds := uint64(0)
-	start := time.Now()
-	for time.Since(start) < d {
-		for i := 0; i < 1024; i++ {
-			v := line.v.Load()
-			line.v.Store(v + 1)
-			for line.v.Load() == v+1 {
-			}
-			rounds++
-		}
-	}
-	elapsed := time.Since(start)
-	stop.Store(true)
-	<-done
-	return elapsed / time.Duration(2*rounds)
 }
 
 // Memcpy is the machine's floor for bandwidth: bytes per second copying size bytes.

@@ -79,6 +79,14 @@ const childEnv = "RREF_BENCH_RPC_SERVER"
 // it was. Programs that run RPCTable call it first thing in main (or
 // TestMain), since the benchmark starts its own executable as the server.
 func ServeChild() bool {
+	if path := os.Getenv(floorEnv); path != "" {
+		serveFloor(path)
+		return true
+	}
+	if spec := os.Getenv(fifoEnv); spec != "" {
+		serveFIFO(spec)
+		return true
+	}
 	addr := os.Getenv(childEnv)
 	if addr == "" {
 		return false

@@ -27,72 +27,52 @@ type Row struct {
 	Err       string             `json:"error,omitempty"`
 }
 
-// FIFOTable measures every transport, the cache-line floor and memcpy, each
-// cell for about d, and fills in the ratios: latency at 56 B over the floor,
-// Unix sockets' latency over this row's, bandwidth at 1 MiB over memcpy's.
+// FIFOTable measures every transport, the floors (a cache line, and two
+// rings of lines, between two processes) and memcpy, each cell for about d,
+// and fills in the ratios: latency at 56 B over the cache-line floor, Unix
+// sockets' latency over this row's, bandwidth at 1 MiB over memcpy's.
 //
 // The host moves virtual cores around between minutes, and the floor moves
-// with them (two hyperthreads of one core hand a line over several times
-// faster than two cores), so each row's 56-byte latency is measured in
-// rounds alternating with the floor, and its ratio compares the best of
-// each: a ratio never pairs a latency with a floor from another placement.
+// with them (5x here, between a placement where two vCPUs share a core
+// complex and one where they do not), so each row's 56-byte latency is
+// measured in rounds alternating with the floor, and its ratio compares the
+// best of each: a ratio never pairs a latency with a floor from another
+// placement.
 func FIFOTable(d time.Duration, progress func(string)) []Row {
 	var rows []Row
-	floor := CacheLineFloor(d)
-	floorRow := len(rows)
-	rows = append(rows, Row{Transport: "cache-line floor", LatencyNs: map[int]float64{56: float64(floor.Nanoseconds())}})
+	floorRow := Row{Transport: "cache-line floor", LatencyNs: map[int]float64{}}
+	floor, err := CacheLineFloor(d)
+	if err != nil {
+		floorRow.Err = err.Error()
+	}
+	rows = append(rows, floorRow)
 	pairedFloor := map[string]time.Duration{}
+	noteFloor := func(name string, fl time.Duration) {
+		pairedFloor[name] = fl
+		if floor == 0 || fl < floor {
+			floor = fl
+		}
+	}
+	ringRow := Row{Transport: "ring floor", LatencyNs: map[int]float64{}}
+	progress("ring floor")
+	if lat, fl, err := pairedWithFloor(RingFloor, d); err != nil {
+		ringRow.Err = err.Error()
+	} else {
+		ringRow.LatencyNs[56] = float64(lat.Nanoseconds())
+		noteFloor(ringRow.Transport, fl)
+	}
+	rows = append(rows, ringRow)
 	mc := Row{Transport: "memcpy", Bandwidth: map[int]float64{}}
 	for _, s := range BandwidthSizes {
 		mc.Bandwidth[s] = Memcpy(s, d)
 	}
 	rows = append(rows, mc)
 	for _, t := range Transports() {
-		r := Row{Transport: t.Name, LatencyNs: map[int]float64{}, RateMps: map[int]float64{}, Bandwidth: map[int]float64{}}
-		fail := func(err error) {
-			if r.Err == "" {
-				r.Err = err.Error()
-			}
-		}
-		for _, s := range LatencySizes {
-			progress(fmt.Sprintf("%s latency %d B", t.Name, s))
-			var lat time.Duration
-			var err error
-			if s == 56 {
-				var fl time.Duration
-				lat, fl, err = pairedWithFloor(t, s, d)
-				pairedFloor[t.Name] = fl
-				floor = min(floor, fl)
-			} else {
-				lat, err = PingPong(t, s, d)
-			}
-			if err != nil {
-				fail(err)
-				continue
-			}
-			r.LatencyNs[s] = float64(lat.Nanoseconds())
-		}
-		for _, s := range RateSizes {
-			progress(fmt.Sprintf("%s rate %d B", t.Name, s))
-			mps, _, err := Stream(t, s, d)
-			if err != nil {
-				fail(err)
-				continue
-			}
-			r.RateMps[s] = mps
-		}
-		for _, s := range BandwidthSizes {
-			progress(fmt.Sprintf("%s bandwidth %d B", t.Name, s))
-			_, bps, err := Stream(t, s, d)
-			if err != nil {
-				fail(err)
-				continue
-			}
-			r.Bandwidth[s] = bps
-		}
-		rows = append(rows, r)
+		rows = append(rows, measureRow(t, d, progress, func(fl time.Duration) { noteFloor(t.Name, fl) }))
 	}
-	rows[floorRow].LatencyNs[56] = float64(floor.Nanoseconds()) // the best seen in the run
+	if floor > 0 {
+		rows[0].LatencyNs[56] = float64(floor.Nanoseconds()) // the best seen in the run
+	}
 	var unix float64
 	for _, r := range rows {
 		if r.Transport == "unix socket" {
@@ -102,7 +82,7 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 	for i := range rows {
 		r := &rows[i]
 		r.Ratios = map[string]float64{}
-		if l, ok := r.LatencyNs[56]; ok && l > 0 {
+		if l, ok := r.LatencyNs[56]; ok && l > 0 && floor > 0 {
 			fl, paired := pairedFloor[r.Transport]
 			if !paired {
 				fl = floor
@@ -123,12 +103,74 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 // alternate.
 const latencyRounds = 3
 
-// pairedWithFloor measures t's one-way latency at size alternately with the
+// measureRow measures every cell of t's row, on one rig, and hands the floor
+// measured alongside its 56-byte latency to paired.
+func measureRow(t Transport, d time.Duration, progress func(string), paired func(time.Duration)) Row {
+	r := Row{Transport: t.Name, LatencyNs: map[int]float64{}, RateMps: map[int]float64{}, Bandwidth: map[int]float64{}}
+	fail := func(err error) {
+		if r.Err == "" {
+			r.Err = err.Error()
+		}
+	}
+	rg, err := t.open()
+	if err != nil {
+		fail(err)
+		return r
+	}
+	defer func() {
+		if err := rg.close(); err != nil {
+			fail(err)
+		}
+	}()
+	for _, s := range LatencySizes {
+		progress(fmt.Sprintf("%s latency %d B", t.Name, s))
+		var lat time.Duration
+		var err error
+		if s == 56 {
+			var fl time.Duration
+			measure := func(d time.Duration) (time.Duration, error) { return rg.pingPong(s, d) }
+			if lat, fl, err = pairedWithFloor(measure, d); err == nil {
+				paired(fl)
+			}
+		} else {
+			lat, err = rg.pingPong(s, d)
+		}
+		if err != nil {
+			fail(err)
+			continue
+		}
+		r.LatencyNs[s] = float64(lat.Nanoseconds())
+	}
+	for _, s := range RateSizes {
+		progress(fmt.Sprintf("%s rate %d B", t.Name, s))
+		mps, _, err := rg.stream(s, d)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		r.RateMps[s] = mps
+	}
+	for _, s := range BandwidthSizes {
+		progress(fmt.Sprintf("%s bandwidth %d B", t.Name, s))
+		_, bps, err := rg.stream(s, d)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		r.Bandwidth[s] = bps
+	}
+	return r
+}
+
+// pairedWithFloor runs measure (a one-way latency) alternately with the
 // cache-line floor, for about d each in all, and returns the best of each.
-func pairedWithFloor(t Transport, size int, d time.Duration) (lat, floor time.Duration, err error) {
+func pairedWithFloor(measure func(time.Duration) (time.Duration, error), d time.Duration) (lat, floor time.Duration, err error) {
 	for i := 0; i < latencyRounds; i++ {
-		f := CacheLineFloor(d / latencyRounds)
-		l, err := PingPong(t, size, d/latencyRounds)
+		f, err := CacheLineFloor(d / latencyRounds)
+		if err != nil {
+			return 0, 0, err
+		}
+		l, err := measure(d / latencyRounds)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -211,6 +253,9 @@ func Write(w io.Writer, rows []Row, format string) error {
 		}
 		fmt.Fprintln(w, "\nlat: one-way latency (ping-pong / 2); rate: one-way messages per second; bw: one-way bandwidth")
 		fmt.Fprintln(w, "(fifo rows receive bulk in place with RecvFunc; the peers copy into the caller's buffer).")
+		fmt.Fprintln(w, "Floors, between two processes: cache-line floor bounces one line; ring floor writes each message in the next")
+		fmt.Fprintln(w, "line of a 4096-line ring of its own, polled by the other: the least any two-ring transport pays. fifo/shm rows")
+		fmt.Fprintln(w, "run their second end in another process; the others run in one.")
 		fmt.Fprintln(w, "Ratios compare rows of this run only: lat56/floor against the cache-line floor measured alternately")
 		fmt.Fprintln(w, "with the row's 56-byte latency (best of 3 rounds each; the floor row shows the run's best), unix/lat56 is Unix")
 		fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), bw1M/memcpy against memcpy at 1 MiB.")

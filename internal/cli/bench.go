@@ -15,7 +15,8 @@ func runBench(env *Env, args []string) int {
 	fs := newFlags(env, "bench", "fifo|rpc [-format text|csv|json] [-d DURATION]", `
 bench fifo measures in one run, on this machine: the FIFO transport over shm,
 tcp and mem beside Unix domain sockets, TCP loopback and a Go channel, plus the
-machine's floors (a cache-line ping-pong between two threads, memcpy). Each
+machine's floors (a cache-line ping-pong between two processes, the same
+over two rings of lines, memcpy). Each
 row shows its ratios to the floor and to Unix sockets.
 
 bench rpc measures Call round trip and throughput (1 and 16 callers) and
