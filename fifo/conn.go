@@ -182,8 +182,10 @@ type Conn struct {
 
 	// shm is the link of a shared-memory or in-process end: one-cell
 	// messages are put on a direct path (sendCell), and taken on one
-	// (takeCell) by exclusive ends.
-	shm *memLink
+	// (pollCell) by exclusive ends, which are direct: they take no lock
+	// for either.
+	shm    *memLink
+	direct bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -194,6 +196,7 @@ func newConn(l link, cfg Config) *Conn {
 	c := &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1, cells: cfg.Cells}
 	if ml, ok := l.(*memLink); ok {
 		c.shm = ml
+		c.direct = cfg.Exclusive
 	}
 	return c
 }
@@ -254,12 +257,18 @@ func (c *Conn) consumedGiven(explicit uint64) uint64 {
 // Send sends p. It waits for credits when the ring is full (back-pressure,
 // honouring ctx); it never drops a message.
 func (c *Conn) Send(ctx context.Context, p []byte) error {
-	if c.shm != nil && len(p) <= Cell-headerSize {
-		c.lockTx()
-		sent := c.sendCell(p)
-		c.unlockTx()
-		if sent {
-			return nil
+	if c.shm != nil && len(p) <= Immediate {
+		if c.direct {
+			if c.sendCell(p) {
+				return nil
+			}
+		} else {
+			c.txMu.Lock()
+			sent := c.sendCell(p)
+			c.txMu.Unlock()
+			if sent {
+				return nil
+			}
 		}
 	}
 	if err := c.err(); err != nil {
@@ -338,20 +347,28 @@ func (c *Conn) notePeerCredit(low uint32) {
 	}
 }
 
-// takeCell is takeNow for an exclusive shared-memory end, given the header
-// word w published at the read position for the message due there: it takes
-// a one-cell data message with no lock and no call through the link
-// interface; anything else (a longer message, a pad, a rendezvous, a corrupt
-// header, a closed end) is left to the general path, which also checks it.
-func (c *Conn) takeCell(r *ring, w uint64, deliver func(p []byte) error) (taken bool, err error) {
-	length, ok := immediateLength(w)
-	if !ok || c.broken.Load() != nil {
-		return false, nil
+// pollCell is the direct receive path of an exclusive shared-memory end: it
+// polls the read position for a while, one load per turn, and returns a
+// one-cell data message published there, in place; the caller delivers it
+// and then advances past it. Anything else (nothing yet, a longer message, a
+// pad, a rendezvous, a corrupt header, a closed end) is left to the general
+// path, which also checks it.
+func (c *Conn) pollCell() ([]byte, bool) {
+	r := c.shm.rxr
+	word, seq := r.pubWord(c.rxPos), c.rxSeq&seqMask
+	for i := 0; i < 1024; i++ {
+		w := atomic.LoadUint64(word)
+		if uint32(w&seqMask) != seq {
+			continue
+		}
+		length, ok := immediateLength(w)
+		if !ok || c.broken.Load() != nil {
+			return nil, false
+		}
+		c.notePeerCredit(uint32(w >> 48))
+		return r.payload(c.rxPos, length), true
 	}
-	c.notePeerCredit(uint32(w >> 48))
-	err = deliver(r.payload(c.rxPos, length))
-	c.advance(1)
-	return true, err
+	return nil, false
 }
 
 // The tx and rx locks are taken only when several goroutines may send or
@@ -502,6 +519,14 @@ func backoff(ctx context.Context, cond func() bool, check func() error) error {
 
 // Recv receives the next message, appending it to dst[:0].
 func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
+	if c.direct {
+		if p, ok := c.pollCell(); ok {
+			dst = append(dst[:0], p...)
+			c.advance(1)
+			runtime.KeepAlive(c)
+			return dst, nil
+		}
+	}
 	out := dst[:0]
 	_, err := c.recv(ctx, func(p []byte) error {
 		out = append(out, p...)
@@ -606,19 +631,12 @@ func (c *Conn) takeNow(deliver func(p []byte) error) (got bool, err error, pos u
 // each spins, then a blocking one parks (one parker at a time). Waiting
 // receivers read-hold inUse, so Close unmaps the ring only after they left.
 func (c *Conn) recv(ctx context.Context, deliver func(p []byte) error, block bool) (bool, error) {
-	if c.shm != nil && c.cfg.Exclusive {
-		// Poll the read position for a while on the direct path, one load
-		// per turn; the general path below then spins its own budget and
-		// parks.
-		r := c.shm.rxr
-		word, seq := r.pubWord(c.rxPos), c.rxSeq&seqMask
-		for i := 0; i < 1024; i++ {
-			if w := atomic.LoadUint64(word); uint32(w&seqMask) == seq {
-				if taken, err := c.takeCell(r, w, deliver); taken {
-					return true, err
-				}
-				break // something the general path takes
-			}
+	if c.direct {
+		p, ok := c.pollCell()
+		if ok {
+			err := deliver(p)
+			c.advance(1)
+			return true, err
 		}
 		runtime.KeepAlive(c)
 	}
