@@ -14,7 +14,7 @@ import (
 // Cells and MaxMessage; the handshake checks them.
 type Config struct {
 	Cells           uint64        // ring cells per direction, a power of two (default 4096: 256 KiB)
-	EagerLimit      int           // larger messages take the rendezvous channel (default 16 KiB, at most Cells*64/4)
+	EagerLimit      int           // larger messages take the rendezvous channel (default 16 KiB, at least Immediate, at most Cells*64/4)
 	MaxMessage      int           // largest message (default 4 MiB)
 	BulkSlots       int           // rendezvous slots per direction, shm and mem (default 2)
 	CreditThreshold uint64        // cells consumed before an explicit credit return (default Cells/4)
@@ -48,8 +48,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if d.EagerLimit == 0 {
 		d.EagerLimit = min(16<<10, maxEager)
 	}
-	if d.EagerLimit < 8 || d.EagerLimit > maxEager {
-		return d, fmt.Errorf("%w: EagerLimit must be from 8 to %d for %d cells, not %d", ErrConfig, maxEager, d.Cells, d.EagerLimit)
+	// A message that fits in its header's cell never takes the rendezvous
+	// channel: the direct paths put and take such messages unchecked
+	// against the limit.
+	if d.EagerLimit < Immediate || d.EagerLimit > maxEager {
+		return d, fmt.Errorf("%w: EagerLimit must be from %d to %d for %d cells, not %d", ErrConfig, Immediate, maxEager, d.Cells, d.EagerLimit)
 	}
 	if d.MaxMessage == 0 {
 		d.MaxMessage = 4 << 20

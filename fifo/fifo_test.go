@@ -249,7 +249,7 @@ func TestContextBoundsBlockingCalls(t *testing.T) {
 }
 
 func TestConfigAndLimits(t *testing.T) {
-	for _, cfg := range []Config{{Cells: 3}, {Cells: 8}, {Cells: 64, EagerLimit: 1 << 20}, {MaxMessage: 1}, {CreditThreshold: 1 << 30}} {
+	for _, cfg := range []Config{{Cells: 3}, {Cells: 8}, {Cells: 64, EagerLimit: 1 << 20}, {EagerLimit: Immediate - 1}, {MaxMessage: 1}, {CreditThreshold: 1 << 30}} {
 		if _, _, err := Pipe(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v", cfg, err)
 		}
