@@ -88,3 +88,29 @@ func BenchmarkStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSendRecvOneThread sends and receives a 56-byte message on one
+// goroutine: the transport's own work per message, with no line crossing
+// between cores (what a ping-pong adds to the machine's floor).
+func BenchmarkSendRecvOneThread(b *testing.B) {
+	for _, name := range []string{"mem", "shm", "shm/exclusive", "tcp"} {
+		b.Run(name, func(b *testing.B) {
+			a, e := modes()[name](b, Config{Cells: 1 << 12})
+			defer a.Close()
+			defer e.Close()
+			ctx := context.Background()
+			msg := make([]byte, 56)
+			var buf []byte
+			var err error
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if err = a.Send(ctx, msg); err != nil {
+					b.Fatal(err)
+				}
+				if buf, err = e.Recv(ctx, buf); err != nil || len(buf) != len(msg) {
+					b.Fatal(len(buf), err)
+				}
+			}
+		})
+	}
+}

@@ -684,10 +684,19 @@ func (c *Conn) wait(ctx context.Context, deliver func(p []byte) error, block boo
 // (under rxMu).
 func (c *Conn) take(r *ring, deliver func(p []byte) error) (bool, error) {
 	for {
-		h, ok := r.peek(c.rxPos, c.rxSeq)
-		if !ok {
-			return false, nil
+		w := atomic.LoadUint64(r.pubWord(c.rxPos))
+		if uint32(w&seqMask) != c.rxSeq&seqMask {
+			return false, nil // not yet published: a cell from an earlier lap
 		}
+		// A one-cell data message needs no further check: it fits the ring
+		// and the eager limit (at least Immediate).
+		if length, ok := immediateLength(w); ok {
+			c.notePeerCredit(uint32(w >> 48))
+			err := deliver(r.payload(c.rxPos, length))
+			c.advance(1)
+			return true, err
+		}
+		h := unpack(w)
 		if err := r.validate(c.rxPos, h, c.cfg.EagerLimit); err != nil {
 			return false, c.fail(err)
 		}
