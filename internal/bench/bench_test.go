@@ -48,6 +48,9 @@ func TestTableMeasuresEveryCell(t *testing.T) {
 				t.Errorf("%s: latency %v", r.Transport, v)
 			}
 		}
+		if _, ok := r.Ratios["latency56_over_ring_floor"]; !ok {
+			t.Errorf("%s: no ratio to the ring floor", r.Transport)
+		}
 		if _, ok := r.Ratios["unix_latency56_over_this"]; !ok {
 			t.Errorf("%s: no ratio to Unix sockets", r.Transport)
 		}

@@ -46,16 +46,16 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 		floorRow.Err = err.Error()
 	}
 	rows = append(rows, floorRow)
-	pairedFloor := map[string]time.Duration{}
-	noteFloor := func(name string, fl time.Duration) {
+	pairedFloor := map[string]floors{}
+	noteFloor := func(name string, fl floors) {
 		pairedFloor[name] = fl
-		if floor == 0 || fl < floor {
-			floor = fl
+		if floor == 0 || fl.line < floor {
+			floor = fl.line
 		}
 	}
 	ringRow := Row{Transport: "ring floor", LatencyNs: map[int]float64{}}
 	progress("ring floor")
-	if lat, fl, err := pairedWithFloor(RingFloor, d); err != nil {
+	if lat, fl, err := pairedWithFloors(RingFloor, d, false); err != nil {
 		ringRow.Err = err.Error()
 	} else {
 		ringRow.LatencyNs[56] = float64(lat.Nanoseconds())
@@ -68,7 +68,7 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 	}
 	rows = append(rows, mc)
 	for _, t := range Transports() {
-		rows = append(rows, measureRow(t, d, progress, func(fl time.Duration) { noteFloor(t.Name, fl) }))
+		rows = append(rows, measureRow(t, d, progress, func(fl floors) { noteFloor(t.Name, fl) }))
 	}
 	if floor > 0 {
 		rows[0].LatencyNs[56] = float64(floor.Nanoseconds()) // the best seen in the run
@@ -85,9 +85,12 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 		if l, ok := r.LatencyNs[56]; ok && l > 0 && floor > 0 {
 			fl, paired := pairedFloor[r.Transport]
 			if !paired {
-				fl = floor
+				fl.line = floor
 			}
-			r.Ratios["latency56_over_floor"] = l / float64(fl.Nanoseconds())
+			r.Ratios["latency56_over_floor"] = l / float64(fl.line.Nanoseconds())
+			if fl.ring > 0 {
+				r.Ratios["latency56_over_ring_floor"] = l / float64(fl.ring.Nanoseconds())
+			}
 			if unix > 0 {
 				r.Ratios["unix_latency56_over_this"] = unix / l
 			}
@@ -103,9 +106,9 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 // alternate.
 const latencyRounds = 3
 
-// measureRow measures every cell of t's row, on one rig, and hands the floor
-// measured alongside its 56-byte latency to paired.
-func measureRow(t Transport, d time.Duration, progress func(string), paired func(time.Duration)) Row {
+// measureRow measures every cell of t's row, on one rig, and hands the
+// floors measured alongside its 56-byte latency to paired.
+func measureRow(t Transport, d time.Duration, progress func(string), paired func(floors)) Row {
 	r := Row{Transport: t.Name, LatencyNs: map[int]float64{}, RateMps: map[int]float64{}, Bandwidth: map[int]float64{}}
 	fail := func(err error) {
 		if r.Err == "" {
@@ -127,9 +130,9 @@ func measureRow(t Transport, d time.Duration, progress func(string), paired func
 		var lat time.Duration
 		var err error
 		if s == 56 {
-			var fl time.Duration
+			var fl floors
 			measure := func(d time.Duration) (time.Duration, error) { return rg.pingPong(s, d) }
-			if lat, fl, err = pairedWithFloor(measure, d); err == nil {
+			if lat, fl, err = pairedWithFloors(measure, d, true); err == nil {
 				paired(fl)
 			}
 		} else {
@@ -162,26 +165,39 @@ func measureRow(t Transport, d time.Duration, progress func(string), paired func
 	return r
 }
 
-// pairedWithFloor runs measure (a one-way latency) alternately with the
-// cache-line floor, for about d each in all, and returns the best of each.
-func pairedWithFloor(measure func(time.Duration) (time.Duration, error), d time.Duration) (lat, floor time.Duration, err error) {
+// floors are the floors measured alongside one latency: the cache line's and
+// (when asked) the two rings'.
+type floors struct{ line, ring time.Duration }
+
+// pairedWithFloors runs measure (a one-way latency) alternately with the
+// cache-line floor, and the ring floor if withRing, for about d each in
+// all, and returns the best of each.
+func pairedWithFloors(measure func(time.Duration) (time.Duration, error), d time.Duration, withRing bool) (lat time.Duration, fl floors, err error) {
+	best := func(cur *time.Duration, v time.Duration) {
+		if *cur == 0 || v < *cur {
+			*cur = v
+		}
+	}
 	for i := 0; i < latencyRounds; i++ {
 		f, err := CacheLineFloor(d / latencyRounds)
 		if err != nil {
-			return 0, 0, err
+			return 0, floors{}, err
+		}
+		best(&fl.line, f)
+		if withRing {
+			f, err := RingFloor(d / latencyRounds)
+			if err != nil {
+				return 0, floors{}, err
+			}
+			best(&fl.ring, f)
 		}
 		l, err := measure(d / latencyRounds)
 		if err != nil {
-			return 0, 0, err
+			return 0, floors{}, err
 		}
-		if i == 0 || l < lat {
-			lat = l
-		}
-		if i == 0 || f < floor {
-			floor = f
-		}
+		best(&lat, l)
 	}
-	return lat, floor, nil
+	return lat, fl, nil
 }
 
 func sizeName(s int) string {
@@ -222,7 +238,7 @@ func header() []string {
 	for _, s := range BandwidthSizes {
 		h = append(h, "bw "+sizeName(s)+" GB/s")
 	}
-	return append(h, "lat56/floor", "unix/lat56", "bw1M/memcpy")
+	return append(h, "lat56/floor", "lat56/ring", "unix/lat56", "bw1M/memcpy")
 }
 
 func values(r Row) []string {
@@ -236,7 +252,7 @@ func values(r Row) []string {
 	for _, s := range BandwidthSizes {
 		v = append(v, cell(r.Bandwidth, s, 1e9, 2))
 	}
-	return append(v, ratio(r, "latency56_over_floor"), ratio(r, "unix_latency56_over_this"), ratio(r, "bandwidth1M_over_memcpy"))
+	return append(v, ratio(r, "latency56_over_floor"), ratio(r, "latency56_over_ring_floor"), ratio(r, "unix_latency56_over_this"), ratio(r, "bandwidth1M_over_memcpy"))
 }
 
 // Write prints rows as text, csv or json.
@@ -256,7 +272,7 @@ func Write(w io.Writer, rows []Row, format string) error {
 		fmt.Fprintln(w, "Floors, between two processes: cache-line floor bounces one line; ring floor writes each message in the next")
 		fmt.Fprintln(w, "line of a 4096-line ring of its own, polled by the other: the least any two-ring transport pays. fifo/shm rows")
 		fmt.Fprintln(w, "run their second end in another process; the others run in one.")
-		fmt.Fprintln(w, "Ratios compare rows of this run only: lat56/floor against the cache-line floor measured alternately")
+		fmt.Fprintln(w, "Ratios compare rows of this run only: lat56/floor and lat56/ring against the floors measured alternately")
 		fmt.Fprintln(w, "with the row's 56-byte latency (best of 3 rounds each; the floor row shows the run's best), unix/lat56 is Unix")
 		fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), bw1M/memcpy against memcpy at 1 MiB.")
 	})
