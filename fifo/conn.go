@@ -497,9 +497,27 @@ func (c *Conn) waitCredits(ctx context.Context, n, cells uint64) error {
 	return c.l.waitTx(ctx, func() bool { return cells-(c.txPos-c.consumedKnown()) >= n })
 }
 
-// backoff polls cond, spinning first, then sleeping longer each time, until
-// it holds, ctx ends or check fails (shared-memory links).
-func backoff(ctx context.Context, cond func() bool, check func() error) error {
+// backoff polls cond until it holds, ctx ends or check fails (shared-memory
+// links): for spin polls first (forever if spin < 0), then yielding, then
+// sleeping longer each time. A receiver that keeps up returns credits (or
+// frees a slot) within microseconds, while a sleep costs tens of them: a
+// sender that slept while streaming let its receiver drain the ring and
+// park, and throughput collapsed to a third.
+func backoff(ctx context.Context, spin int, cond func() bool, check func() error) error {
+	for i := 0; spin < 0 || i < spin; i++ {
+		if cond() {
+			return nil
+		}
+		if i&255 == 255 {
+			if err := check(); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			runtime.Gosched()
+		}
+	}
 	sleep := time.Microsecond
 	for i := 0; ; i++ {
 		if cond() {

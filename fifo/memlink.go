@@ -202,12 +202,12 @@ func (l *memLink) polling(on bool) {
 }
 
 func (l *memLink) waitTx(ctx context.Context, cond func() bool) error {
-	return backoff(ctx, cond, l.checkPeer)
+	return backoff(ctx, l.cfg.Spin, cond, l.checkPeer)
 }
 
 func (l *memLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 	slot := -1
-	err := backoff(ctx, func() bool {
+	err := backoff(ctx, l.cfg.Spin, func() bool {
 		for s := 0; s < l.txb.slots; s++ {
 			if atomic.CompareAndSwapUint32(l.txb.state(s), 0, 1) {
 				slot = s
