@@ -40,7 +40,13 @@ func startChild(env string) (*child, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), env)
+	// A race-enabled child would sleep a second on exit, waiting for late
+	// reports; the floors start dozens of children per table.
+	race := "GORACE=atexit_sleep_ms=0"
+	if v := os.Getenv("GORACE"); v != "" {
+		race += " " + v
+	}
+	cmd.Env = append(os.Environ(), env, race)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

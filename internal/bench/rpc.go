@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/rpc"
 	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,18 +105,8 @@ func ServeChild() bool {
 
 // childSystem runs the server in a child process (this executable again).
 func childSystem(name, addr string) (*rpcSystem, error) {
-	exe, err := os.Executable()
+	server, err := startChild(childEnv + "=" + addr)
 	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"="+addr)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -125,16 +114,14 @@ func childSystem(name, addr string) (*rpcSystem, error) {
 	peers := []worker.Peer{{Name: "server", Addr: addr}, {Name: "client", Addr: addr}}
 	client, err := worker.Start(ctx, "client", peers, []byte("bench"), worker.Config{Logger: quietLog})
 	if err != nil {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
+		server.cmd.Process.Kill()
+		server.stop()
 		return nil, err
 	}
 	s := wrapClient(name, client)
 	s.close = func() {
 		client.Close()
-		stdin.Close()
-		cmd.Wait()
+		server.stop()
 	}
 	return s, nil
 }
