@@ -642,6 +642,13 @@ type spinReader struct {
 	nc   net.Conn
 	raw  syscall.RawConn // nil: no spinning
 	spin time.Duration
+	// One read attempt's buffer and outcome, and the function RawConn.Read
+	// calls, made once: a closure per attempt escaped to the heap, three
+	// allocations for every poll of the socket.
+	buf     []byte
+	n       int
+	rerr    error
+	attempt func(fd uintptr) bool
 }
 
 func newSpinReader(nc net.Conn, spin time.Duration) io.Reader {
@@ -649,25 +656,28 @@ func newSpinReader(nc net.Conn, spin time.Duration) io.Reader {
 	if sc, ok := nc.(syscall.Conn); ok && spin > 0 {
 		s.raw, _ = sc.SyscallConn()
 	}
+	s.attempt = s.readOnce
 	return s
+}
+
+// readOnce is called once per RawConn.Read, since it never asks to wait.
+func (s *spinReader) readOnce(fd uintptr) bool {
+	s.n, s.rerr = syscall.Read(int(fd), s.buf)
+	return true
 }
 
 func (s *spinReader) Read(p []byte) (int, error) {
 	if s.raw != nil && len(p) > 0 {
+		s.buf = p
+		defer func() { s.buf = nil }()
 		var start time.Time
 		for i := 0; ; i++ {
-			var n int
-			var rerr error
-			// RawConn.Read honours the read deadline and Close; f is called
-			// once, since it never asks to wait.
-			err := s.raw.Read(func(fd uintptr) bool {
-				n, rerr = syscall.Read(int(fd), p)
-				return true
-			})
-			if err == nil && rerr == nil && n > 0 {
-				return n, nil
+			// RawConn.Read honours the read deadline and Close.
+			err := s.raw.Read(s.attempt)
+			if err == nil && s.rerr == nil && s.n > 0 {
+				return s.n, nil
 			}
-			if err != nil || rerr != syscall.EAGAIN {
+			if err != nil || s.rerr != syscall.EAGAIN {
 				break // the blocking read reports it (EOF, reset, deadline, close)
 			}
 			if i == 0 {
