@@ -33,6 +33,9 @@ func TestTableMeasuresEveryCell(t *testing.T) {
 			t.Errorf("%s: %+v", r.Transport, r)
 		}
 	}
+	if rows[1].RateMps[56] <= 0 {
+		t.Errorf("the ring floor has no stream rate: %+v", rows[1])
+	}
 	if _, ok := rows[1].Ratios["latency56_over_floor"]; !ok {
 		t.Errorf("the ring floor has no ratio to the cache-line floor: %+v", rows[1])
 	}
@@ -47,6 +50,9 @@ func TestTableMeasuresEveryCell(t *testing.T) {
 			if v <= 0 {
 				t.Errorf("%s: latency %v", r.Transport, v)
 			}
+		}
+		if _, ok := r.Ratios["rate56_over_stream_floor"]; !ok {
+			t.Errorf("%s: no ratio to the stream floor", r.Transport)
 		}
 		if _, ok := r.Ratios["latency56_over_ring_floor"]; !ok {
 			t.Errorf("%s: no ratio to the ring floor", r.Transport)

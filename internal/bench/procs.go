@@ -133,7 +133,24 @@ var floorSeq atomic.Int64
 // CacheLineFloor is the machine's floor for one-way latency between two
 // processes: each hands a counter back to the other through one cache line
 // of a shared mapping, for about d.
-func CacheLineFloor(d time.Duration) (time.Duration, error) { return floor(d, false) }
+func CacheLineFloor(d time.Duration) (time.Duration, error) {
+	ns, err := floorProcess("line", func(f floorFile) float64 {
+		line := &f.counter
+		rounds := 0
+		start := time.Now()
+		for time.Since(start) < d {
+			for i := 0; i < 1024; i++ {
+				v := line.Load()
+				line.Store(v + 1)
+				for line.Load() == v+1 {
+				}
+				rounds++
+			}
+		}
+		return float64(time.Since(start)) / float64(2*rounds)
+	})
+	return time.Duration(ns), err
+}
 
 // RingFloor is the floor of any transport made of two one-way rings, as
 // fifo is: each process writes the next line of a ring of its own (4096
@@ -141,9 +158,48 @@ func CacheLineFloor(d time.Duration) (time.Duration, error) { return floor(d, fa
 // for about d. A message in a fresh line, written by one side only, costs
 // more than a line both sides bounce: this is what fifo/shm's protocol
 // work is measured against.
-func RingFloor(d time.Duration) (time.Duration, error) { return floor(d, true) }
+func RingFloor(d time.Duration) (time.Duration, error) {
+	ns, err := floorProcess("rings", func(f floorFile) float64 {
+		rounds := 0
+		start := time.Now()
+		for time.Since(start) < d {
+			for i := 0; i < 1024; i++ {
+				rounds++
+				f.line(0, rounds).Store(uint64(rounds))
+				for f.line(1, rounds).Load() != uint64(rounds) {
+				}
+			}
+		}
+		return float64(time.Since(start)) / float64(2*rounds)
+	})
+	return time.Duration(ns), err
+}
 
-func floor(d time.Duration, rings bool) (time.Duration, error) {
+// StreamFloor is the floor for a stream of one-line messages between two
+// processes: the child writes the next line of a 4096-line ring as soon as
+// its consumer's progress (published every 64 lines) allows, and this
+// process polls each line in turn, for about d. It returns lines per second.
+func StreamFloor(d time.Duration) (float64, error) {
+	return floorProcess("stream", func(f floorFile) float64 {
+		got := 0
+		start := time.Now()
+		for time.Since(start) < d {
+			for i := 0; i < 1024; i++ {
+				got++
+				for f.line(1, got).Load() != uint64(got) {
+				}
+				if got%64 == 0 {
+					f.counter.Store(uint64(got))
+				}
+			}
+		}
+		return float64(got) / time.Since(start).Seconds()
+	})
+}
+
+// floorProcess runs measure on this process's side of a floor whose other
+// side runs in a child process, in mode.
+func floorProcess(mode string, measure func(floorFile) float64) (float64, error) {
 	path := fmt.Sprintf("%s/rref-bench-floor-%d-%d", fifo.SHMDir, os.Getpid(), floorSeq.Add(1))
 	f, unmap, err := mapFloor(path, true)
 	if err != nil {
@@ -151,11 +207,7 @@ func floor(d time.Duration, rings bool) (time.Duration, error) {
 	}
 	defer os.Remove(path)
 	defer unmap()
-	spec := path
-	if rings {
-		spec += ",rings"
-	}
-	peer, err := startChild(floorEnv + "=" + spec)
+	peer, err := startChild(floorEnv + "=" + path + "," + mode)
 	if err != nil {
 		return 0, err
 	}
@@ -170,34 +222,12 @@ func floor(d time.Duration, rings bool) (time.Duration, error) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	rounds := uint64(0)
-	start := time.Now()
-	if rings {
-		for time.Since(start) < d {
-			for i := 0; i < 1024; i++ {
-				rounds++
-				f.line(0, int(rounds)).Store(rounds)
-				for f.line(1, int(rounds)).Load() != rounds {
-				}
-			}
-		}
-	} else {
-		line := &f.counter
-		for time.Since(start) < d {
-			for i := 0; i < 1024; i++ {
-				v := line.Load()
-				line.Store(v + 1)
-				for line.Load() == v+1 {
-				}
-				rounds++
-			}
-		}
-	}
-	return time.Since(start) / time.Duration(2*rounds), nil
+	return measure(f), nil
 }
 
-// serveFloor is the child's side of a floor: it answers every odd count, or
-// every line of the parent's ring, until the parent stops it or goes away.
+// serveFloor is the child's side of a floor: it answers every odd count
+// (line), every line of the parent's ring (rings), or writes lines as fast
+// as the parent takes them (stream), until the parent stops it or goes away.
 func serveFloor(spec string) {
 	path, mode, _ := strings.Cut(spec, ",")
 	f, unmap, err := mapFloor(path, false)
@@ -211,16 +241,26 @@ func serveFloor(spec string) {
 	runtime.LockOSThread()
 	f.control.Store(floorReady)
 	line := &f.counter
-	next := uint64(1)
+	next := 1
 	for {
 		for i := 0; i < 1024; i++ {
-			if mode == "rings" {
-				if f.line(0, int(next)).Load() == next {
-					f.line(1, int(next)).Store(next)
+			switch mode {
+			case "rings":
+				if f.line(0, next).Load() == uint64(next) {
+					f.line(1, next).Store(uint64(next))
 					next++
 				}
-			} else if v := line.Load(); v&1 == 1 {
-				line.Store(v + 1)
+			case "stream":
+				// Up to a ring less 64 lines ahead of the progress the
+				// parent published, which lags it by up to 64.
+				if uint64(next)-line.Load() < ringLines-64 {
+					f.line(1, next).Store(uint64(next))
+					next++
+				}
+			default:
+				if v := line.Load(); v&1 == 1 {
+					line.Store(v + 1)
+				}
 			}
 		}
 		if f.control.Load() == floorStop || orphaned.Load() {

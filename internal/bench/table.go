@@ -61,6 +61,12 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 		ringRow.LatencyNs[56] = float64(lat.Nanoseconds())
 		noteFloor(ringRow.Transport, fl)
 	}
+	progress("stream floor")
+	if rate, err := StreamFloor(d); err != nil {
+		ringRow.Err = err.Error()
+	} else {
+		ringRow.RateMps = map[int]float64{56: rate}
+	}
 	rows = append(rows, ringRow)
 	mc := Row{Transport: "memcpy", Bandwidth: map[int]float64{}}
 	for _, s := range BandwidthSizes {
@@ -81,7 +87,9 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 	}
 	for i := range rows {
 		r := &rows[i]
-		r.Ratios = map[string]float64{}
+		if r.Ratios == nil {
+			r.Ratios = map[string]float64{}
+		}
 		if l, ok := r.LatencyNs[56]; ok && l > 0 && floor > 0 {
 			fl, paired := pairedFloor[r.Transport]
 			if !paired {
@@ -146,12 +154,24 @@ func measureRow(t Transport, d time.Duration, progress func(string), paired func
 	}
 	for _, s := range RateSizes {
 		progress(fmt.Sprintf("%s rate %d B", t.Name, s))
+		var floor float64
+		if s == 56 {
+			// The stream floor just before, in the same placement.
+			f, err := StreamFloor(d / 2)
+			if err != nil {
+				fail(err)
+			}
+			floor = f
+		}
 		mps, _, err := rg.stream(s, d)
 		if err != nil {
 			fail(err)
 			continue
 		}
 		r.RateMps[s] = mps
+		if floor > 0 {
+			r.Ratios = map[string]float64{"rate56_over_stream_floor": mps / floor}
+		}
 	}
 	for _, s := range BandwidthSizes {
 		progress(fmt.Sprintf("%s bandwidth %d B", t.Name, s))
@@ -238,7 +258,7 @@ func header() []string {
 	for _, s := range BandwidthSizes {
 		h = append(h, "bw "+sizeName(s)+" GB/s")
 	}
-	return append(h, "lat56/floor", "lat56/ring", "unix/lat56", "bw1M/memcpy")
+	return append(h, "lat56/floor", "lat56/ring", "rate56/floor", "unix/lat56", "bw1M/memcpy")
 }
 
 func values(r Row) []string {
@@ -252,7 +272,7 @@ func values(r Row) []string {
 	for _, s := range BandwidthSizes {
 		v = append(v, cell(r.Bandwidth, s, 1e9, 2))
 	}
-	return append(v, ratio(r, "latency56_over_floor"), ratio(r, "latency56_over_ring_floor"), ratio(r, "unix_latency56_over_this"), ratio(r, "bandwidth1M_over_memcpy"))
+	return append(v, ratio(r, "latency56_over_floor"), ratio(r, "latency56_over_ring_floor"), ratio(r, "rate56_over_stream_floor"), ratio(r, "unix_latency56_over_this"), ratio(r, "bandwidth1M_over_memcpy"))
 }
 
 // Write prints rows as text, csv or json.
@@ -270,11 +290,13 @@ func Write(w io.Writer, rows []Row, format string) error {
 		fmt.Fprintln(w, "\nlat: one-way latency (ping-pong / 2); rate: one-way messages per second; bw: one-way bandwidth")
 		fmt.Fprintln(w, "(fifo rows receive bulk in place with RecvFunc; the peers copy into the caller's buffer).")
 		fmt.Fprintln(w, "Floors, between two processes: cache-line floor bounces one line; ring floor writes each message in the next")
-		fmt.Fprintln(w, "line of a 4096-line ring of its own, polled by the other: the least any two-ring transport pays. fifo/shm rows")
+		fmt.Fprintln(w, "line of a 4096-line ring of its own, polled by the other: the least any two-ring transport pays (its rate:")
+		fmt.Fprintln(w, "one side writing lines as fast as the other polls them, the stream floor). fifo/shm rows")
 		fmt.Fprintln(w, "run their second end in another process; the others run in one.")
 		fmt.Fprintln(w, "Ratios compare rows of this run only: lat56/floor and lat56/ring against the floors measured alternately")
 		fmt.Fprintln(w, "with the row's 56-byte latency (best of 3 rounds each; the floor row shows the run's best), unix/lat56 is Unix")
-		fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), bw1M/memcpy against memcpy at 1 MiB.")
+		fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), rate56/floor the row's 56-byte rate over the")
+		fmt.Fprintln(w, "stream floor measured just before it, bw1M/memcpy against memcpy at 1 MiB.")
 	})
 }
 
