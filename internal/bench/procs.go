@@ -279,7 +279,6 @@ const (
 type procEnd struct {
 	*fifo.Conn
 	peer *child
-	name string
 }
 
 // procPair starts a peer process connected over a fresh shared-memory file.
@@ -301,7 +300,7 @@ func procPair(cfg fifo.Config) func() (*procEnd, error) {
 			peer.stop()
 			return nil, err
 		}
-		return &procEnd{Conn: c, peer: peer, name: name}, nil
+		return &procEnd{Conn: c, peer: peer}, nil
 	}
 }
 
