@@ -83,13 +83,16 @@ type memLink struct {
 	wg        sync.WaitGroup
 	lastBeat  atomic.Uint64
 	wakes     atomic.Uint64 // wake-up calls made for the peer
-	lastSeen  atomic.Int64  // unix nanos when the beat last changed
-	dead      atomic.Bool
-	closeOnce sync.Once
+	// txSleeping is the tx ring's word where its reader says it parked.
+	txSleeping *uint32
+	lastSeen   atomic.Int64 // unix nanos when the beat last changed
+	dead       atomic.Bool
+	closeOnce  sync.Once
 }
 
 func newMemLink(cfg Config, tx, rx *ring, txb, rxb *bulk, heartbeat bool, unmap func() error) *memLink {
-	l := &memLink{cfg: cfg, tx: tx, rxr: rx, txb: txb, rxb: rxb, unmap: unmap, heartbeat: heartbeat, stop: make(chan struct{})}
+	l := &memLink{cfg: cfg, tx: tx, rxr: rx, txb: txb, rxb: rxb, unmap: unmap, heartbeat: heartbeat, stop: make(chan struct{}),
+		txSleeping: tx.u32(offSleeping)}
 	if heartbeat {
 		l.lastBeat.Store(atomic.LoadUint64(rx.u64(offHeartbeat)))
 		l.lastSeen.Store(time.Now().UnixNano())
@@ -117,11 +120,7 @@ func (l *memLink) beat() {
 func (l *memLink) put(pos uint64, h header, payload []byte) error {
 	l.tx.place(pos, h, payload)
 	l.tx.publish(pos, h)
-	// Wake the reader only on an idle-to-busy transition.
-	if atomic.LoadUint32(l.tx.u32(offSleeping)) != 0 {
-		l.wakes.Add(1)
-		l.wakePeer()
-	}
+	l.wakeIfParked()
 	return nil
 }
 
@@ -131,10 +130,22 @@ func (l *memLink) putCell(pos uint64, w uint64, payload []byte) {
 	cell := l.tx.mem[off : off+Cell : off+Cell]
 	copy(cell[headerSize:], payload)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&cell[0])), w)
-	if atomic.LoadUint32(l.tx.u32(offSleeping)) != 0 {
-		l.wakes.Add(1)
-		l.wakePeer()
+	if atomic.LoadUint32(l.txSleeping) != 0 { // wakeIfParked, by hand: it is too large to inline
+		l.wakeParked()
 	}
+}
+
+// wakeIfParked wakes the reader after a publication only on an idle-to-busy
+// transition: when it said it parked.
+func (l *memLink) wakeIfParked() {
+	if atomic.LoadUint32(l.txSleeping) != 0 {
+		l.wakeParked() // out of line, so that the check inlines into every put
+	}
+}
+
+func (l *memLink) wakeParked() {
+	l.wakes.Add(1)
+	l.wakePeer()
 }
 
 func (l *memLink) wakeUps() uint64 { return l.wakes.Load() }

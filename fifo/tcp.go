@@ -640,7 +640,7 @@ func AcceptTCP(ctx context.Context, ln net.Listener, secret []byte, cfg Config) 
 // its processor meanwhile, as any spinning receiver does.
 type spinReader struct {
 	nc   net.Conn
-	raw  syscall.RawConn // nil: no spinning
+	raw  syscall.RawConn
 	spin time.Duration
 	// One read attempt's buffer and outcome, and the function RawConn.Read
 	// calls, made once: a closure per attempt escaped to the heap, three
@@ -651,11 +651,17 @@ type spinReader struct {
 	attempt func(fd uintptr) bool
 }
 
+// newSpinReader returns nc itself when there is nothing to spin on.
 func newSpinReader(nc net.Conn, spin time.Duration) io.Reader {
-	s := &spinReader{nc: nc, spin: spin}
-	if sc, ok := nc.(syscall.Conn); ok && spin > 0 {
-		s.raw, _ = sc.SyscallConn()
+	sc, ok := nc.(syscall.Conn)
+	if !ok || spin <= 0 {
+		return nc
 	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nc
+	}
+	s := &spinReader{nc: nc, raw: raw, spin: spin}
 	s.attempt = s.readOnce
 	return s
 }
@@ -667,7 +673,7 @@ func (s *spinReader) readOnce(fd uintptr) bool {
 }
 
 func (s *spinReader) Read(p []byte) (int, error) {
-	if s.raw != nil && len(p) > 0 {
+	if len(p) > 0 {
 		s.buf = p
 		defer func() { s.buf = nil }()
 		var start time.Time
