@@ -271,8 +271,11 @@ func (r *rig) pingPong(size int, d time.Duration) (time.Duration, error) {
 			}
 		}
 	}()
-	defer func() { <-done }()
-	return pingPongFrom(a, size, d)
+	lat, err := pingPongFrom(a, size, d)
+	if err == nil {
+		<-done // stopped by the empty message; on an error, closing the ends stops it
+	}
+	return lat, err
 }
 
 // pingPongFrom bounces size-byte messages off an echo at a's other end for
@@ -347,7 +350,6 @@ func (r *rig) stream(size int, d time.Duration) (float64, float64, error) {
 		}
 		a.Send(ctx, nil) // the end marker: measured sizes are never empty
 	}()
-	defer wg.Wait()
 	start := time.Now()
 	got, err := receiveAll(ctx, b, size, func() {
 		if !stopped.Load() && time.Since(start) > d {
@@ -355,6 +357,11 @@ func (r *rig) stream(size int, d time.Duration) (float64, float64, error) {
 		}
 	})
 	elapsed := time.Since(start)
+	if err == nil {
+		wg.Wait() // it sent the end marker; on an error, closing the ends stops it
+	} else {
+		stopped.Store(true)
+	}
 	return float64(got) / elapsed.Seconds(), float64(got) * float64(size) / elapsed.Seconds(), err
 }
 
