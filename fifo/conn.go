@@ -326,7 +326,7 @@ func (c *Conn) sendCell(p []byte) bool {
 	// header is built as its word: a header struct here costs a trip
 	// through the stack, where forwarding its fields stalls.
 	l.putCell(c.txPos, immediateWord(c.txSeq, len(p), uint32(c.rxDone.Load()>>creditUnit)), p)
-	c.txSeq++
+	c.txSeq = seqAfter(c.txSeq)
 	c.txPos++
 	runtime.KeepAlive(c)
 	return true
@@ -471,14 +471,17 @@ func (c *Conn) sendLocked(ctx context.Context, kind uint8, p []byte) error {
 		if err := c.l.put(c.txPos, h, nil); err != nil {
 			return c.fail(err)
 		}
-		c.txSeq++
+		c.txSeq = seqAfter(c.txSeq)
 		c.txPos += pad
 	}
-	h := header{seq: c.txSeq, length: uint32(len(p)), credit: uint32(c.rxDone.Load() >> creditUnit), kind: kind, flags: flagCredit}
+	// The credit field is 16 bits on every provider: the peer widens it
+	// against what it knows (extend), and refuses anything wider.
+	credit := uint32(c.rxDone.Load()>>creditUnit) & creditMask
+	h := header{seq: c.txSeq, length: uint32(len(p)), credit: credit, kind: kind, flags: flagCredit}
 	if err := c.l.put(c.txPos, h, p); err != nil {
 		return c.fail(err)
 	}
-	c.txSeq++
+	c.txSeq = seqAfter(c.txSeq)
 	c.txPos += need
 	return nil
 }
@@ -725,10 +728,12 @@ func (c *Conn) take(r *ring, deliver func(p []byte) error) (bool, error) {
 		n := h.cells()
 		switch h.kind {
 		case kindPad:
+			r.clearInner(c.rxPos, n)
 			c.advance(n)
 			continue
 		case kindData:
 			err := deliver(r.payload(c.rxPos, h.length))
+			r.clearInner(c.rxPos, n)
 			c.advance(n)
 			return true, err
 		}
@@ -764,7 +769,7 @@ func (c *Conn) slowErr() error {
 // consistent store per message would cost as much as the message.
 func (c *Conn) advance(n uint64) {
 	c.rxPos += n
-	c.rxSeq++
+	c.rxSeq = seqAfter(c.rxSeq)
 	returning := c.rxPos-c.rxReported >= c.cfg.CreditThreshold
 	// rxDone never lags what the peer was told: a tcp reader checks puts against it.
 	if returning || c.rxPos-c.doneStored >= 32 {

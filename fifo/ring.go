@@ -44,7 +44,7 @@
 //	| ...older... | PAD PAD PAD |      (end of ring)
 //	| message cells ... |               (cell 0, next lap)
 //
-// seq counts messages from 1 (mod 2^24; a lap holds fewer) so a cell left from an earlier lap is
+// seq counts messages from 1 (mod 2^24, skipping 0; a lap holds fewer) so a cell left from an earlier lap is
 // never taken for a new message; credit piggybacks the sender's own receive
 // progress for the reverse ring. Messages above the eager limit travel on the
 // rendezvous channel: a short request on the ring, the payload fetched from
@@ -80,7 +80,7 @@ const (
 	offClosed    = 3*Cell + 8
 
 	magic         = 0x4f4649466672_7272 // "rrfFIFO"-ish, little endian
-	formatVersion = 1
+	formatVersion = 2                   // 2: sequence numbers skip 0 mod 2^24, inner cells cleared
 	tokenSize     = 32
 )
 
@@ -95,6 +95,7 @@ const (
 	seqMask    = 1<<seqBits - 1
 	maxLength  = 1<<21 - 1
 	creditUnit = 4 // piggybacked credit counts 1<<creditUnit cells
+	creditMask = 0xffff
 	maxCells   = 1 << 18
 )
 
@@ -180,6 +181,32 @@ func (r *ring) checkInit(token []byte) error {
 	return nil
 }
 
+// seqAfter is the sequence number after s. Its low 24 bits, the header's
+// field, are never 0: the receiver clears the words of cells it consumed
+// that later laps may use as headers (clearInner), and a cleared word must
+// never match the message due there.
+func seqAfter(s uint32) uint32 {
+	s++
+	if s&seqMask == 0 {
+		s++
+	}
+	return s
+}
+
+// clearInner clears the first word of every cell but the first of the
+// message at pos, which spans n cells, once the receiver has read it and
+// before it returns their credits. Those words held payload (or, inside a
+// pad, whatever an earlier lap left) and a later lap may expect a header
+// in any of them: a stale word that happened to carry the sequence due
+// there would be taken for a message never sent. A header cell needs no
+// clearing: its word holds the sequence just taken, and the next one due
+// there is less than a lap, far less than 2^24 messages, later.
+func (r *ring) clearInner(pos uint64, n uint64) {
+	for i := uint64(1); i < n; i++ {
+		atomic.StoreUint64(r.pubWord(pos+i), 0)
+	}
+}
+
 // header is a decoded message header.
 type header struct {
 	seq, length, credit uint32
@@ -187,7 +214,7 @@ type header struct {
 }
 
 func (h header) pack() uint64 {
-	return uint64(h.seq&seqMask) | uint64(h.kind&3)<<24 | uint64(h.flags&1)<<26 | uint64(h.length&maxLength)<<27 | uint64(h.credit&0xffff)<<48
+	return uint64(h.seq&seqMask) | uint64(h.kind&3)<<24 | uint64(h.flags&1)<<26 | uint64(h.length&maxLength)<<27 | uint64(h.credit&creditMask)<<48
 }
 
 func unpack(w uint64) header {
@@ -198,7 +225,7 @@ func unpack(w uint64) header {
 // immediateWord is the header word of a one-cell data message carrying the
 // sender's receive progress: pack for the direct send path, in registers.
 func immediateWord(seq uint32, length int, credit uint32) uint64 {
-	return uint64(seq&seqMask) | kindData<<24 | flagCredit<<26 | uint64(length)<<27 | uint64(credit&0xffff)<<48
+	return uint64(seq&seqMask) | kindData<<24 | flagCredit<<26 | uint64(length)<<27 | uint64(credit&creditMask)<<48
 }
 
 // immediateLength reports the length of the message whose header word is w

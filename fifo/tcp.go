@@ -301,7 +301,7 @@ func (l *tcpLink) readFrame() error {
 		if pos != l.nextPos || h.seq != l.nextSeq {
 			return &CorruptError{Cell: pos, Why: fmt.Sprintf("sequence gap: put %d at cell %d, expected %d at %d", h.seq, pos, l.nextSeq, l.nextPos)}
 		}
-		if h.length > maxLength || h.credit > 0xffff || h.flags > flagCredit {
+		if h.length > maxLength || h.credit > creditMask || h.flags > flagCredit {
 			return &CorruptError{Cell: pos, Why: "header field out of range"}
 		}
 		if err := l.img.validate(pos, h, l.cfg.EagerLimit); err != nil {
@@ -322,7 +322,7 @@ func (l *tcpLink) readFrame() error {
 		l.img.place(pos, h, frame[putHeader:])
 		l.img.publish(pos, h)
 		l.br.Discard(putHeader + body)
-		l.nextPos, l.nextSeq = pos+n, l.nextSeq+1
+		l.nextPos, l.nextSeq = pos+n, seqAfter(l.nextSeq)
 	case frameCredit:
 		f, err := l.br.Peek(9)
 		if err != nil {
