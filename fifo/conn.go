@@ -62,7 +62,7 @@ func (c *Config) withDefaults() (Config, error) {
 		return d, fmt.Errorf("%w: EagerLimit must be from %d to %d for %d cells, not %d", ErrConfig, Immediate, maxEager, d.Cells, d.EagerLimit)
 	}
 	if d.MaxMessage == 0 {
-		d.MaxMessage = 4 << 20
+		d.MaxMessage = DefaultMaxMessage
 	}
 	if d.MaxMessage < d.EagerLimit || d.MaxMessage > 1<<30 {
 		return d, fmt.Errorf("%w: MaxMessage must be from EagerLimit to 1 GiB, not %d", ErrConfig, d.MaxMessage)
@@ -90,6 +90,10 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	return d, nil
 }
+
+// DefaultMaxMessage is the largest message when Config.MaxMessage is 0: a
+// shared-memory connection maps BulkSlots slots of this size each way.
+const DefaultMaxMessage = 4 << 20
 
 // defaultSpin polls take some 50 us here. A receiver that parks costs the
 // next message a wake-up call and tens of microseconds; with 4000 polls

@@ -371,6 +371,9 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 	if err != nil {
 		return pendingCall{}, err
 	}
+	if err := w.fits(id, fn, args, refs); err != nil {
+		return pendingCall{}, err
+	}
 	pc := pendingCall{to: id, ch: callChans.get()}
 	if poll {
 		pc.poll = w.beginPoll(id)
@@ -537,6 +540,9 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	}
 	args, refs, err := encodeArg(w, arg)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.fits(id, fn, args, refs); err != nil {
 		return nil, err
 	}
 	var h core.HandleID

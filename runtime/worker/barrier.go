@@ -235,7 +235,8 @@ func (w *Worker) barrierRound(ctx context.Context, round uint64) barrierView {
 		v.dead[i] = w.dead[core.WorkerID(i+1)]
 	}
 	w.mu.Unlock()
-	for i, conn := range w.peers {
+	for i := range w.peers {
+		conn := w.peers[i].Load()
 		if conn == nil || v.dead[i] {
 			continue
 		}

@@ -64,8 +64,14 @@ type Peer struct {
 // Start starts worker self of a group spread over processes or hosts. Every
 // member must be given the same peer list, in the same order, and the same
 // secret. Each pair connects once: the member listed first accepts (tcp) or
-// creates the shared file (shm), the other dials. Start returns when every
-// peer is connected, or fails when ctx ends first.
+// creates the shared memory (shm), the other dials. Start returns once the
+// whole group is up: every link of this worker is connected and every peer
+// has said that all of its own links are too, so a message this worker
+// sends to any member, or that a member sends on its behalf, finds its link
+// (a message for a link not yet up waits for it; none is dropped). When ctx
+// ends first, Start fails with an error naming the members missing.
+// Connections that fail the handshake (strays, garbage, a wrong secret) are
+// refused and logged; they do not stop Start.
 func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Config) (*Worker, error) {
 	names := make([]string, len(peers))
 	me := -1
@@ -85,11 +91,26 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	if cfg.Setup != nil {
 		cfg.Setup(w)
 	}
+	accepting := false
+	acceptCtx, stopAccepting := context.WithCancel(ctx)
+	defer stopAccepting()
+	errc := make(chan error, 1)
+	var ln net.Listener
 	fail := func(err error) (*Worker, error) {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%s)", err, w.missing())
+		}
+		// The acceptor attaches connections: it must be gone before Close.
+		stopAccepting()
+		if ln != nil {
+			ln.Close()
+		}
+		if accepting {
+			<-errc
+		}
 		w.Close()
 		return nil, err
 	}
-	var ln net.Listener
 	myAddr := peers[me].Addr
 	needAccept := 0
 	for j := me + 1; j < len(peers); j++ {
@@ -104,26 +125,10 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		}
 		defer ln.Close()
 	}
-	errc := make(chan error, len(peers))
-	// Accept from the members listed after this one.
-	go func() {
-		for k := 0; k < needAccept; k++ {
-			conn, err := fifo.AcceptTCP(ctx, ln, secret, w.cfg.FIFO)
-			if err != nil {
-				errc <- err
-				return
-			}
-			id, err := readHello(ctx, conn, len(peers))
-			if err != nil || id <= me {
-				conn.Close()
-				errc <- fmt.Errorf("worker: a peer introduced itself as #%d: %v", id, err)
-				return
-			}
-			w.attach(core.WorkerID(id+1), conn)
-			errc <- nil
-		}
-	}()
-	pending := needAccept
+	if needAccept > 0 {
+		accepting = true
+		go func() { errc <- w.acceptMembers(acceptCtx, ln, secret, me, needAccept) }()
+	}
 	for j := range peers {
 		if j == me {
 			continue
@@ -139,7 +144,7 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 				conn, err = fifo.DialSHM(ctx, name, secret, w.cfg.FIFO)
 			}
 			if err != nil {
-				return fail(err)
+				return fail(fmt.Errorf("worker: shared memory with %s: %w", peers[j].Name, err))
 			}
 			w.attach(core.WorkerID(j+1), conn)
 			continue
@@ -149,17 +154,18 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		}
 		conn, err := dialRetry(ctx, peers[j].Addr, secret, w.cfg.FIFO)
 		if err != nil {
-			return fail(err)
+			return fail(fmt.Errorf("worker: connect to %s: %w", peers[j].Name, err))
 		}
 		if err := conn.Send(ctx, binary.LittleEndian.AppendUint32(nil, uint32(me))); err != nil {
 			conn.Close()
-			return fail(err)
+			return fail(fmt.Errorf("worker: introduce this worker to %s: %w", peers[j].Name, err))
 		}
 		w.attach(core.WorkerID(j+1), conn)
 	}
-	for ; pending > 0; pending-- {
+	if needAccept > 0 {
 		select {
 		case err := <-errc:
+			accepting = false
 			if err != nil {
 				return fail(err)
 			}
@@ -167,7 +173,104 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 			return fail(fmt.Errorf("worker: not every peer connected: %w", ctx.Err()))
 		}
 	}
+	if err := w.groupReady(ctx); err != nil {
+		return fail(err)
+	}
 	return w, nil
+}
+
+// acceptMembers accepts the n members listed after this one (index me).
+// A connection that fails the handshake, or introduces itself wrongly, is
+// refused and logged, and accepting goes on: a stray must not stop a group.
+func (w *Worker) acceptMembers(ctx context.Context, ln net.Listener, secret []byte, me, n int) error {
+	for n > 0 {
+		conn, err := fifo.AcceptTCP(ctx, ln, secret, w.cfg.FIFO)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("worker: not every peer connected: %w", err)
+			}
+			w.cfg.Logger.Warn("rref connection refused", "worker", w.name, "err", err)
+			continue
+		}
+		id, err := readHello(ctx, conn, len(w.names))
+		switch {
+		case err == nil && id <= me:
+			err = fmt.Errorf("member #%d should not dial #%d", id, me)
+		case err == nil && w.conn(core.WorkerID(id+1)) != nil:
+			err = fmt.Errorf("%s is already connected", w.names[id])
+		}
+		if err != nil {
+			conn.Close()
+			if ctx.Err() != nil {
+				return fmt.Errorf("worker: not every peer connected: %w", ctx.Err())
+			}
+			w.cfg.Logger.Warn("rref connection refused", "worker", w.name, "err", fmt.Errorf("worker: a peer's introduction: %w", err))
+			continue
+		}
+		w.attach(core.WorkerID(id+1), conn)
+		n--
+	}
+	return nil
+}
+
+// readyTag starts the frame by which a member says that all of its links
+// are up (see Start): a first byte no protocol frame or barrier report has.
+const readyTag = 0xB8
+
+// groupReady tells every peer that this worker's links are all up, and
+// waits until every peer has said the same.
+func (w *Worker) groupReady(ctx context.Context) error {
+	for i := range w.peers {
+		conn := w.peers[i].Load()
+		if conn == nil {
+			continue
+		}
+		if err := conn.Send(ctx, []byte{readyTag}); err != nil {
+			return fmt.Errorf("worker: tell %s this worker is ready: %w", w.names[i], err)
+		}
+	}
+	for {
+		if w.missing() == "" {
+			return nil
+		}
+		select {
+		case <-w.readyNote:
+		case <-ctx.Done():
+			return fmt.Errorf("worker: the group is not ready: %w", ctx.Err())
+		}
+	}
+}
+
+// peerReady records a peer's ready frame.
+func (w *Worker) peerReady(from core.WorkerID) {
+	w.readyFrom[from-1].Store(true)
+	select {
+	case w.readyNote <- struct{}{}:
+	default:
+	}
+}
+
+// missing names the members this worker is not yet connected to, and those
+// connected that have not said they are ready; "" when there are none.
+func (w *Worker) missing() string {
+	var notConnected, notReady []string
+	for i, name := range w.names {
+		switch {
+		case core.WorkerID(i+1) == w.id:
+		case w.peers[i].Load() == nil:
+			notConnected = append(notConnected, name)
+		case !w.readyFrom[i].Load():
+			notReady = append(notReady, name)
+		}
+	}
+	var parts []string
+	if len(notConnected) > 0 {
+		parts = append(parts, "not connected: "+strings.Join(notConnected, ", "))
+	}
+	if len(notReady) > 0 {
+		parts = append(parts, "connected, not yet ready: "+strings.Join(notReady, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func isSHM(addr string) bool { return strings.HasPrefix(addr, "shm:") }

@@ -242,6 +242,11 @@ func (w *Worker) overrun() (busy bool) {
 // barrier report), which the caller counts as taken (w.bar.taken) once it
 // has acted on all the frame produced.
 func (w *Worker) takeFrame(from core.WorkerID, frame []byte, rd *core.Ready) bool {
+	if len(frame) == 1 && frame[0] == readyTag {
+		rd.Reset()
+		w.peerReady(from)
+		return false
+	}
 	if len(frame) > 0 && frame[0] == barrierTag {
 		rd.Reset()
 		w.takeBarrier(from, frame)
@@ -261,7 +266,8 @@ func (w *Worker) takeFrame(from core.WorkerID, frame []byte, rd *core.Ready) boo
 // wait to be handed their results. It returns nil when the caller should
 // not poll.
 func (w *Worker) beginPoll(peer core.WorkerID) *fifo.Conn {
-	if peer == w.id || int(peer) > len(w.peers) || w.peers[peer-1] == nil || !w.peers[peer-1].Polls() {
+	conn := w.conn(peer)
+	if peer == w.id || conn == nil || !conn.Polls() {
 		return nil
 	}
 	// With one processor, a caller spinning would keep the receiving
@@ -273,7 +279,6 @@ func (w *Worker) beginPoll(peer core.WorkerID) *fifo.Conn {
 	if !w.rx.polling[peer-1].CompareAndSwap(false, true) {
 		return nil
 	}
-	conn := w.peers[peer-1]
 	conn.BeginPoll()
 	return conn
 }

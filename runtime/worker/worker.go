@@ -123,7 +123,11 @@ type Worker struct {
 	fmu   sync.RWMutex
 	funcs map[string]handler
 
-	peers    []*fifo.Conn // index id-1; nil for this worker
+	// peers and outboxes are indexed id-1. A peer's connection is nil
+	// until it is attached (Start connects peers one by one); its outbox
+	// exists from the start, so a message for a peer not yet attached
+	// waits there instead of being lost. Both are nil for this worker.
+	peers    []atomic.Pointer[fifo.Conn]
 	outboxes []*outbox
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -138,7 +142,13 @@ type Worker struct {
 	jittering atomic.Int64 // messages held back by Config.Jitter
 	metrics   *metrics
 	rx        receivers
-	bar       barrier
+	// readyFrom marks the peers that said all their links are up (Start),
+	// and readyNote tells Start that one did.
+	readyFrom []atomic.Bool
+	readyNote chan struct{}
+	// maxMessage is the largest frame the transport takes (fifo.Config.MaxMessage).
+	maxMessage int
+	bar        barrier
 
 	stats struct {
 		bytesOut, bytesIn  atomic.Uint64 // frame counts are w.bar's
@@ -150,9 +160,16 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
-		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]*fifo.Conn, len(names)),
+		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
+	for i := range names {
+		if core.WorkerID(i+1) != id {
+			w.outboxes[i] = &outbox{ready: make(chan struct{}, 1)}
+		}
+	}
 	w.readies.New = func() any { return new(core.Ready) }
+	w.maxMessage = maxMessageOf(w.cfg.FIFO)
+	w.readyFrom, w.readyNote = make([]atomic.Bool, len(names)), make(chan struct{}, 1)
 	w.metrics = newMetrics(w)
 	w.bar = newBarrier(len(names))
 	w.rx = receivers{active: map[*receiver]struct{}{}, wake: make(chan struct{}, 1),
@@ -244,10 +261,19 @@ func hand[T any](w *Worker, p *waiting[T], id uint64, v T) bool {
 	return ch != nil
 }
 
+// conn returns the connection to peer id, or nil while it is not attached.
+func (w *Worker) conn(id core.WorkerID) *fifo.Conn {
+	if id < 1 || int(id) > len(w.peers) {
+		return nil
+	}
+	return w.peers[id-1].Load()
+}
+
 // outbox queues frames for one peer. A receive loop never blocks on a send:
 // two workers whose rings are both full would otherwise wait on each other.
 type outbox struct {
 	mu      sync.Mutex
+	conn    *fifo.Conn // nil until attached: frames queue until then
 	frames  [][]byte
 	sending int // frames taken by the drainer and not yet handed to the transport
 	ready   chan struct{}
@@ -278,17 +304,23 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b
 const maxPooledFrame = 64 << 10
 
 func (w *Worker) sendNow(m core.Envelope) {
-	ob := w.outboxes[m.To-1]
-	if ob == nil {
+	if m.To < 1 || int(m.To) > len(w.outboxes) || w.outboxes[m.To-1] == nil {
+		// The core addresses only members: this is a bug, never silence.
+		w.cfg.Logger.Error("rref message for no member dropped", "worker", w.name, "to", m.To, "msg", m.Msg.MessageCode())
 		return
 	}
+	ob := w.outboxes[m.To-1]
 	buf := framePool.Get().(*[]byte)
 	frame := rref.AppendFrame((*buf)[:0], m.Msg)
+	if len(frame) > w.maxMessage {
+		w.refuseTooLarge(m, len(frame))
+		return
+	}
 	ob.mu.Lock()
-	if len(ob.frames) == 0 && ob.sending == 0 {
+	if ob.conn != nil && len(ob.frames) == 0 && ob.sending == 0 {
 		// Nothing queued ahead: send from this goroutine if the ring has room,
 		// with no hand-off; otherwise the drainer waits for credits.
-		sent, err := w.peers[m.To-1].TrySend(frame)
+		sent, err := ob.conn.TrySend(frame)
 		if sent || err != nil {
 			ob.mu.Unlock()
 			if err != nil && !w.closed.Load() {
@@ -303,8 +335,12 @@ func (w *Worker) sendNow(m core.Envelope) {
 			return
 		}
 	}
-	ob.frames = append(ob.frames, frame) // the drainer owns it now
+	ob.frames = append(ob.frames, frame) // the drainer owns it now (or will, once attached)
 	ob.mu.Unlock()
+	ob.signal()
+}
+
+func (ob *outbox) signal() {
 	select {
 	case ob.ready <- struct{}{}:
 	default:
@@ -352,13 +388,20 @@ func (w *Worker) countFrame(out bool, peer core.WorkerID, frame []byte) {
 	w.metrics.count(out, frame)
 }
 
-// attach starts the goroutines serving the connection to peer id.
+// attach starts the goroutines serving the connection to peer id; frames
+// queued for it meanwhile leave first, in order.
 func (w *Worker) attach(id core.WorkerID, conn *fifo.Conn) {
-	ob := &outbox{ready: make(chan struct{}, 1)}
-	w.peers[id-1] = conn
-	w.outboxes[id-1] = ob
+	ob := w.outboxes[id-1]
+	ob.mu.Lock()
+	ob.conn = conn
+	w.peers[id-1].Store(conn)
+	queued := len(ob.frames) > 0
+	ob.mu.Unlock()
 	w.wg.Add(1)
 	go w.drain(id, conn, ob)
+	if queued {
+		ob.signal()
+	}
 	w.startReceiver(id, conn)
 }
 
@@ -381,7 +424,7 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 	default:
 		w.cfg.Logger.Warn("peer failed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
 	}
-	if conn := w.peers[id-1]; conn != nil {
+	if conn := w.conn(id); conn != nil {
 		conn.Close()
 	}
 	w.apply(func(c *core.Core) { c.PeerFailed(id) })
@@ -519,8 +562,8 @@ type DebugInfo struct {
 
 // transportStats sums the fifo counters of the worker's connections.
 func (w *Worker) transportStats() (s fifo.Stats) {
-	for _, c := range w.peers {
-		if c != nil {
+	for i := range w.peers {
+		if c := w.peers[i].Load(); c != nil {
 			cs := c.Stats()
 			s.CreditStalls += cs.CreditStalls
 			s.Parks += cs.Parks
@@ -575,8 +618,8 @@ func (w *Worker) Close() error {
 		return nil
 	}
 	w.cancel()
-	for _, c := range w.peers {
-		if c != nil {
+	for i := range w.peers {
+		if c := w.peers[i].Load(); c != nil {
 			c.Close()
 		}
 	}

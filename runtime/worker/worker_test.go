@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 			os.Exit(runIdle(spec))
 		case "partition":
 			os.Exit(runPartitioned(spec))
+		case "member":
+			os.Exit(runMember(spec, os.Getenv("RREF_WORKER_SELF")))
 		}
 		os.Exit(runPeer(spec))
 	}
