@@ -109,20 +109,20 @@ func (w *Worker) ServeDebug(ctx context.Context, addr string) (net.Addr, error) 
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	w.wg.Add(2)
-	go func() {
-		defer w.wg.Done()
+	if !w.gs.start(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			w.cfg.Logger.Warn("debug listener stopped", "worker", w.name, "err", err)
 		}
-	}()
-	go func() {
-		defer w.wg.Done()
+	}) {
+		ln.Close()
+		return nil, ErrClosed
+	}
+	w.gs.start(func() {
 		select {
 		case <-ctx.Done():
 		case <-w.ctx.Done():
 		}
 		srv.Close()
-	}()
+	})
 	return ln.Addr(), nil
 }

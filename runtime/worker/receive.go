@@ -41,6 +41,10 @@ type receiver struct {
 	inline   atomic.Uint64 // the number of the function it runs inline; 0: none
 	runs     uint64        // functions it ran inline (its own goroutine's)
 	replaced atomic.Bool   // another goroutine now receives for it
+	out      bool          // its goroutine left the worker's set (runInline)
+	// uncounted: the frame being acted on is a protocol frame not yet
+	// counted in the barrier's taken counts.
+	uncounted bool
 
 	// The watchdog's: the inline function it last saw, and for how many
 	// ticks. Counting ticks instead of reading the clock keeps the clock
@@ -68,7 +72,12 @@ func (w *Worker) startReceiver(from core.WorkerID, conn *fifo.Conn) {
 	w.rx.mu.Lock()
 	w.rx.active[r] = struct{}{}
 	w.rx.mu.Unlock()
-	w.wg.Add(1)
+	if !w.gs.add() {
+		w.rx.mu.Lock()
+		delete(w.rx.active, r)
+		w.rx.mu.Unlock()
+		return
+	}
 	go r.loop()
 }
 
@@ -76,8 +85,15 @@ func (w *Worker) startReceiver(from core.WorkerID, conn *fifo.Conn) {
 // another receiver has taken over.
 func (r *receiver) loop() {
 	w := r.w
-	defer w.wg.Done()
 	defer func() {
+		if r.uncounted {
+			// A function it ran inline called runtime.Goexit, after its
+			// answer: the frame counts as taken for the shutdown barrier.
+			w.bar.taken[r.from-1].Add(1)
+		}
+		if !r.out {
+			w.gs.done()
+		}
 		w.rx.mu.Lock()
 		delete(w.rx.active, r)
 		w.rx.mu.Unlock()
@@ -94,6 +110,7 @@ func (r *receiver) loop() {
 			return
 		}
 		protocol := w.takeFrame(r.from, frame, rd)
+		r.uncounted = protocol
 		inline := rd.Runs
 		rest := *rd
 		rest.Runs = nil
@@ -108,7 +125,9 @@ func (r *receiver) loop() {
 				reuse = false
 				continue
 			}
-			r.runInline(run)
+			if !r.runInline(run) {
+				return // closed while the function ran
+			}
 		}
 		spare = nil
 		if reuse {
@@ -117,6 +136,7 @@ func (r *receiver) loop() {
 		if protocol {
 			w.bar.taken[r.from-1].Add(1)
 		}
+		r.uncounted = false
 		if r.replaced.Load() {
 			return
 		}
@@ -128,7 +148,11 @@ func (r *receiver) loop() {
 	}
 }
 
-func (r *receiver) runInline(run core.Run) {
+// runInline runs a function on the receiving goroutine. The goroutine
+// leaves the worker's set meanwhile, so Close does not wait for the
+// function; it reports false when the worker closed meanwhile, and the
+// goroutine must then end without touching the worker's set again.
+func (r *receiver) runInline(run core.Run) bool {
 	w := r.w
 	w.running.Add(1)
 	r.runs++
@@ -136,8 +160,17 @@ func (r *receiver) runInline(run core.Run) {
 	if w.rx.idle.Load() && w.rx.idle.CompareAndSwap(true, false) {
 		w.rx.wake <- struct{}{}
 	}
+	// Out of the set for the function's duration (and for good if it
+	// calls runtime.Goexit): counted again below, unless closing.
+	r.out = true
+	w.gs.done()
 	w.execute(r.ctx, run)
 	r.inline.Store(0)
+	if !w.gs.add() {
+		return false
+	}
+	r.out = false
+	return true
 }
 
 // handOff gives r's connection to a new receiving goroutine, once, while r
@@ -165,7 +198,6 @@ func mayBlock(ctx context.Context) {
 // inlineLimit. It ticks only while functions run inline, and otherwise
 // waits to be woken by the next one.
 func (w *Worker) watchdog() {
-	defer w.wg.Done()
 	t := time.NewTicker(inlineLimit / 2)
 	defer t.Stop()
 	quiet := 0

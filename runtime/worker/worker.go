@@ -131,7 +131,7 @@ type Worker struct {
 	outboxes []*outbox
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	gs       *goroutines // the worker's own; Close waits for them
 	closed   atomic.Bool
 	leaving  atomic.Bool // in Shutdown
 	// GOMAXPROCS > 1, read at start and by the sweeper (reading it takes
@@ -175,9 +175,9 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	w.rx = receivers{active: map[*receiver]struct{}{}, wake: make(chan struct{}, 1),
 		polling: make([]atomic.Bool, len(names))}
 	w.multiProc.Store(runtime.GOMAXPROCS(0) > 1)
-	w.wg.Add(2)
-	go w.sweep()
-	go w.watchdog()
+	w.gs = newGoroutines()
+	w.gs.start(w.sweep)
+	w.gs.start(w.watchdog)
 	return w
 }
 
@@ -349,7 +349,6 @@ func (ob *outbox) signal() {
 
 // drain sends a peer's queued frames in order.
 func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
-	defer w.wg.Done()
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -397,8 +396,10 @@ func (w *Worker) attach(id core.WorkerID, conn *fifo.Conn) {
 	w.peers[id-1].Store(conn)
 	queued := len(ob.frames) > 0
 	ob.mu.Unlock()
-	w.wg.Add(1)
-	go w.drain(id, conn, ob)
+	if !w.gs.start(func() { w.drain(id, conn, ob) }) {
+		conn.Close() // closed meanwhile
+		return
+	}
 	if queued {
 		ob.signal()
 	}
@@ -441,14 +442,11 @@ func (w *Worker) releaseAll(hs []core.HandleID) {
 	})
 }
 
-// spawn runs a function on a goroutine of its own.
+// spawn runs a function on a goroutine of its own, which Close does not
+// wait for (see goroutines).
 func (w *Worker) spawn(run core.Run) {
-	w.wg.Add(1)
 	w.running.Add(1)
-	go func() {
-		defer w.wg.Done()
-		w.execute(w.ctx, run)
-	}()
+	go w.execute(w.ctx, run)
 }
 
 // execute runs a user function the core asked for, then answers it; the
@@ -466,11 +464,16 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 	if h == nil {
 		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, run.Fn, w.name)
 	} else {
-		result, refs, err = safeCall(ctx, w, h, run)
+		result, refs, err = w.callUser(ctx, h, run)
 		if run.Kind == core.RunRemote && len(refs) > 0 && err == nil {
 			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, run.Fn)
 		}
 	}
+	w.answer(run, result, refs, err)
+}
+
+// answer completes a function the core asked for with its outcome.
+func (w *Worker) answer(run core.Run, result []byte, refs []core.HandleID, err error) {
 	kind, msg := rref.ErrorKindNone, ""
 	if err != nil {
 		kind, msg = rref.ErrorKindUser, err.Error()
@@ -502,22 +505,11 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 	})
 }
 
-// safeCall turns a panicking user function into an error.
-func safeCall(ctx context.Context, w *Worker, h handler, run core.Run) (res []byte, refs []core.HandleID, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v", p)
-		}
-	}()
-	return h(ctx, w, run.Args, run.Handles)
-}
-
 // errTimedOut marks a call or fetch failed by the sweeper.
 var errTimedOut = errors.New("worker: call timed out")
 
 // sweep fails calls and fetches past their default deadline.
 func (w *Worker) sweep() {
-	defer w.wg.Done()
 	t := time.NewTicker(max(w.cfg.CallTimeout/20, 10*time.Millisecond))
 	defer t.Stop()
 	for {
@@ -623,7 +615,12 @@ func (w *Worker) Close() error {
 			c.Close()
 		}
 	}
-	w.wg.Wait()
+	w.gs.wait()
+	if n := w.running.Load(); n > 0 {
+		// They may block forever: Close does not wait for them. What they
+		// return later is dropped (their connections are closed).
+		w.cfg.Logger.Warn("rref worker closed with functions still running; their results are dropped", "worker", w.name, "running", n)
+	}
 	w.mu.Lock()
 	calls, fetches := w.calls.drain(), w.fetches.drain()
 	w.mu.Unlock()
