@@ -272,7 +272,10 @@ func TestTCPHandshakeRefusesStrangers(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := AcceptTCP(ctx, ln, secret, Config{})
+		// AcceptTCP drops strays until its context ends, then names the last.
+		actx, acancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer acancel()
+		_, err := AcceptTCP(actx, ln, secret, Config{})
 		errc <- err
 	}()
 	if _, err := DialTCP(ctx, ln.Addr().String(), []byte("wrong"), Config{}); !errors.Is(err, ErrAuth) {
@@ -391,9 +394,7 @@ func TestTCPPeerDeath(t *testing.T) {
 	go func() {
 		nc, err := net.Dial("tcp", ln.Addr().String())
 		if err == nil {
-			nc.Write(appendHello(nil, mustDefaults(Config{}), tokenOf(secret)))
-			var ack [1]byte
-			nc.Read(ack[:])
+			dialHandshake(ctx, nc, ln.Addr().String(), secret, mustDefaults(Config{}), tcpOptionsOf(nil))
 			nc.Close() // gone, with no close frame
 		}
 	}()
@@ -456,7 +457,7 @@ func TestSHMHandshakeChecksGeometry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := tokenOf(secret)
+	tok := regionToken(secret, &transcript{})
 	r.writeInit(tok)
 	if err := r.checkInit(tok); err != nil {
 		t.Fatalf("matching region refused: %v", err)

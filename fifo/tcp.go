@@ -3,6 +3,7 @@ package fifo
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,7 +28,6 @@ const (
 	putHeader  = 1 + 8 + 4 + 4 + 4 + 1 + 1
 	bulkHeader = 1 + 4*4
 	bulkChunk  = 256 << 10
-	helloSize  = 8 + 4 + 4 + 8 + 4 + 4 + tokenSize
 )
 
 type tcpLink struct {
@@ -521,16 +521,6 @@ func (l *tcpLink) release(*Conn) error { // the image ring is Go memory
 	return nil
 }
 
-func appendHello(b []byte, cfg Config, token []byte) []byte {
-	b = binary.LittleEndian.AppendUint64(b, magic)
-	b = binary.LittleEndian.AppendUint32(b, formatVersion)
-	b = binary.LittleEndian.AppendUint32(b, Cell)
-	b = binary.LittleEndian.AppendUint64(b, cfg.Cells)
-	b = binary.LittleEndian.AppendUint32(b, uint32(cfg.EagerLimit))
-	b = binary.LittleEndian.AppendUint32(b, uint32(cfg.MaxMessage))
-	return append(b, token...)
-}
-
 func newTCPLink(nc net.Conn, cfg Config) *Conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -559,75 +549,131 @@ func watchLiveness(tc *net.TCPConn, cfg Config) {
 	setUserTimeout(tc, cfg.DeadAfter)
 }
 
-func deadline(ctx context.Context, nc net.Conn) {
-	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
-	} else {
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
-	}
-}
-
-// DialTCP connects to a peer accepting with AcceptTCP. Both must use the same
-// geometry (Cells, EagerLimit, MaxMessage) and secret.
-func DialTCP(ctx context.Context, addr string, secret []byte, cfg Config) (*Conn, error) {
+// DialTCP connects to a peer accepting with a TCPListener (or AcceptTCP)
+// and runs the handshake (handshake.go): both ends prove the secret with
+// fresh nonces and must use the same geometry (Cells, EagerLimit,
+// MaxMessage, BulkSlots); a difference is reported by field. The
+// handshake is bounded by ctx and by a 5 s timeout. A refusal wraps
+// ErrAuth and will recur; other errors (no listener yet, a busy one that
+// closed at once, a timeout) may pass if dialed again. WithTLS runs the
+// connection over TLS.
+func DialTCP(ctx context.Context, addr string, secret []byte, cfg Config, opts ...TCPOption) (*Conn, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	o := tcpOptionsOf(opts)
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("fifo: dial %s: %w", addr, err)
 	}
-	deadline(ctx, nc)
-	if _, err := nc.Write(appendHello(nil, c, tokenOf(secret))); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("fifo: handshake with %s: %w", addr, err)
+	nc, err := dialHandshake(ctx, raw, addr, secret, c, o)
+	if err != nil {
+		raw.Close()
+		return nil, err
 	}
-	var ack [1]byte
-	if _, err := io.ReadFull(nc, ack[:]); err != nil || ack[0] != 0 {
-		nc.Close()
-		return nil, fmt.Errorf("%w by %s", ErrAuth, addr)
-	}
-	nc.SetDeadline(time.Time{})
-	return newTCPLink(nc, c), nil
+	return newTCPConn(nc, raw, c), nil
 }
 
-// AcceptTCP accepts one connection on ln and checks its handshake: format
-// version, geometry and the secret token. A stray or misconfigured dialer is
-// refused and AcceptTCP returns an error.
+// dialHandshake is the dialer's handshake on raw, through TLS if o says
+// so; it returns the connection to speak over.
+func dialHandshake(ctx context.Context, raw net.Conn, addr string, secret []byte, cfg Config, o tcpOptions) (net.Conn, error) {
+	end := limit(ctx, raw, o.timeout)
+	s := shake{ctx: ctx, nc: raw, peer: addr, secret: secret, cfg: cfg, transport: "tcp"}
+	err := func() error {
+		if o.tls != nil {
+			tc := tls.Client(raw, tlsConfig(o.tls, addr))
+			b, err := tlsHandshake(ctx, tc, addr)
+			if err != nil {
+				return err
+			}
+			s.nc, s.binding, s.tls = tc, b, true
+		}
+		if _, err := s.dial(); err != nil {
+			return err
+		}
+		return s.readVerdict()
+	}()
+	if eerr := end(); err == nil && eerr != nil {
+		err = fmt.Errorf("fifo: handshake with %s: %w", addr, eerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.nc, nil
+}
+
+// AcceptTCP returns one connection from ln that passed the handshake (see
+// DialTCP), as a TCPListener's Accept does: strays, garbage, wrong
+// secrets and silent connections are dropped meanwhile, their handshakes
+// running side by side. If none comes before ctx ends, the error also
+// names the last refusal. ln stays open; its Accept is interrupted with a
+// deadline (cleared on return), so AcceptTCP must not run on one listener
+// from two goroutines at once. A listener that serves connections for a
+// while is better made with NewTCPListener.
 func AcceptTCP(ctx context.Context, ln net.Listener, secret []byte, cfg Config) (*Conn, error) {
+	if _, ok := ln.(deadliner); !ok {
+		return acceptOneByOne(ctx, ln, secret, cfg)
+	}
+	var mu sync.Mutex
+	var last error
+	o := tcpOptionsOf(nil)
+	o.refused = func(err error) {
+		mu.Lock()
+		last = err
+		mu.Unlock()
+	}
+	l, err := newTCPListener(ln, false, secret, cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	c, err := l.Accept(ctx)
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		if last != nil {
+			return nil, fmt.Errorf("%w (%d refused, the last: %w)", err, l.Refused(), last)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// acceptOneByOne is AcceptTCP on a listener whose Accept no deadline can
+// interrupt: one connection at a time, in this goroutine, so none outlives
+// the call; ctx is only seen between connections.
+func acceptOneByOne(ctx context.Context, ln net.Listener, secret []byte, cfg Config) (*Conn, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		if tl, ok := ln.(*net.TCPListener); ok {
-			tl.SetDeadline(dl)
-			defer tl.SetDeadline(time.Time{})
+	o := tcpOptionsOf(nil)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("fifo: accept: %w", err)
 		}
+		nc, err := ln.Accept()
+		if err != nil {
+			return nil, fmt.Errorf("fifo: accept: %w", err)
+		}
+		peer := nc.RemoteAddr().String()
+		end := limit(ctx, nc, o.timeout)
+		s := shake{ctx: ctx, nc: nc, peer: peer, secret: secret, cfg: c, transport: "tcp"}
+		_, err = s.accept()
+		if err == nil {
+			_, err = nc.Write([]byte{verdictAccepted})
+		}
+		if eerr := end(); err == nil && eerr != nil {
+			err = eerr
+		}
+		if err != nil {
+			nc.Close()
+			continue
+		}
+		return newTCPConn(nc, nc, c), nil
 	}
-	nc, err := ln.Accept()
-	if err != nil {
-		return nil, fmt.Errorf("fifo: accept: %w", err)
-	}
-	deadline(ctx, nc)
-	hello := make([]byte, helloSize)
-	if _, err := io.ReadFull(nc, hello); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("fifo: handshake from %s: %w", nc.RemoteAddr(), err)
-	}
-	if string(hello) != string(appendHello(nil, c, tokenOf(secret))) {
-		nc.Write([]byte{1})
-		nc.Close()
-		return nil, fmt.Errorf("%w: %s sent a wrong version, geometry or token", ErrAuth, nc.RemoteAddr())
-	}
-	if _, err := nc.Write([]byte{0}); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	nc.SetDeadline(time.Time{})
-	return newTCPLink(nc, c), nil
 }
 
 // spinReader reads the socket for the link's bufio.Reader. A goroutine

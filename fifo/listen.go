@@ -1,0 +1,362 @@
+package fifo
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ErrBusy is why a listener closed a connection at once: maxPendingHandshakes
+// handshakes were already in progress. A dialer sees the connection closed
+// before any answer and may try again.
+var ErrBusy = errors.New("fifo: too many handshakes in progress")
+
+// maxPendingHandshakes bounds the handshakes a listener runs at once, and
+// so the goroutines, sockets and memory strays can make it hold: each holds
+// a goroutine, a socket and a few kilobytes (tens with TLS), some 10-40 MB
+// for all at worst. It leaves room for a burst of a thousand strays beside
+// the members, whose handshakes take a millisecond; past it a new
+// connection is closed at once.
+const maxPendingHandshakes = 1024
+
+// TCPOption is an option of DialTCP or NewTCPListener.
+type TCPOption func(*tcpOptions)
+
+type tcpOptions struct {
+	tls        *tls.Config
+	refused    func(error)
+	timeout    time.Duration // handshakeTimeout; shorter in tests
+	maxPending int           // maxPendingHandshakes; smaller in tests
+}
+
+func tcpOptionsOf(opts []TCPOption) tcpOptions {
+	o := tcpOptions{timeout: handshakeTimeout, maxPending: maxPendingHandshakes}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// WithTLS wraps the connection in TLS 1.3 with c before the handshake,
+// which still runs inside it (the secret stays the group's barrier, and
+// the handshake is bound to the TLS session). A dialer is the TLS client:
+// c.RootCAs verifies the listener, c.Certificates holds its own
+// certificate for mutual TLS, and c.ServerName defaults to the dialed
+// host. A listener is the TLS server: c.Certificates holds its
+// certificate, and c.ClientAuth = tls.RequireAndVerifyClientCert with
+// c.ClientCAs refuses dialers without a certificate of those authorities.
+// c is copied; versions below 1.3 are not offered.
+func WithTLS(c *tls.Config) TCPOption {
+	return func(o *tcpOptions) { o.tls = c }
+}
+
+// WithRefused has a listener call f with the reason for every connection
+// it drops: garbage, a wrong secret or geometry, a TLS refusal, a silent
+// or half-open connection at the end of the handshake timeout, or ErrBusy.
+// f may be called from several goroutines at once, never after Close has
+// returned, and should return quickly. A dialer ignores it.
+func WithRefused(f func(error)) TCPOption {
+	return func(o *tcpOptions) { o.refused = f }
+}
+
+// pending is a connection whose dialer has proved the secret, waiting for
+// an Accept to take it; its handshake's bound still holds.
+type pending struct {
+	conn   net.Conn // what the handshake spoke over: raw, or TLS over raw
+	raw    net.Conn
+	peer   string
+	t      *transcript
+	end    func() error // ends the bound (limit): the handshake's time ran out if it fails
+	cancel context.CancelFunc
+}
+
+// finish ends p's bound; the connection is then the caller's.
+func (p *pending) finish() error {
+	err := p.end()
+	p.cancel()
+	return err
+}
+
+// drop closes p's connection and ends its bound.
+func (p *pending) drop() {
+	p.conn.Close()
+	p.end()
+	p.cancel()
+}
+
+// acceptor accepts connections on ln and runs each one's handshake (shake)
+// on its own goroutine, at most maxPending at once and each for at most
+// timeout, dropping those that fail and handing the others to next.
+type acceptor struct {
+	ln      net.Listener
+	owned   bool // Close closes ln; otherwise it only interrupts Accept with a deadline
+	shake   func(ctx context.Context, nc net.Conn) (*pending, error)
+	timeout time.Duration
+	onRef   func(error)
+	refused atomic.Uint64
+
+	sem      chan struct{} // a slot per handshake in progress
+	ready    chan *pending // unbuffered: a pending connection is always some goroutine's
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	loopDone chan struct{} // closed when the accept loop ends; loopErr says why
+	loopErr  error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// deadliner is a listener whose Accept a deadline interrupts
+// (*net.TCPListener, *net.UnixListener).
+type deadliner interface{ SetDeadline(time.Time) error }
+
+func newAcceptor(ln net.Listener, owned bool, o tcpOptions, shake func(context.Context, net.Conn) (*pending, error)) *acceptor {
+	a := &acceptor{ln: ln, owned: owned, shake: shake, timeout: o.timeout, onRef: o.refused,
+		sem: make(chan struct{}, o.maxPending), ready: make(chan *pending), loopDone: make(chan struct{})}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.wg.Add(1)
+	go a.loop()
+	return a
+}
+
+func (a *acceptor) refuse(err error) {
+	a.refused.Add(1)
+	if a.onRef != nil {
+		a.onRef(err)
+	}
+}
+
+// Accept errors worth waiting out (as net/http does): out of descriptors
+// or buffers, or a connection aborted before it was accepted.
+func temporaryAccept(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ECONNABORTED) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// Backing off after a temporary Accept error: from a millisecond, doubling
+// to a second, as net/http does.
+const (
+	acceptBackoffMin = time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+func (a *acceptor) loop() {
+	defer a.wg.Done()
+	defer close(a.loopDone)
+	var backoff time.Duration
+	for {
+		nc, err := a.ln.Accept()
+		if err != nil {
+			if a.ctx.Err() != nil {
+				a.loopErr = fmt.Errorf("fifo: listener closed: %w", net.ErrClosed)
+				return
+			}
+			if temporaryAccept(err) {
+				backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+				select {
+				case <-time.After(backoff):
+					continue
+				case <-a.ctx.Done():
+					a.loopErr = fmt.Errorf("fifo: listener closed: %w", net.ErrClosed)
+					return
+				}
+			}
+			a.loopErr = fmt.Errorf("fifo: accept: %w", err)
+			return
+		}
+		backoff = 0
+		select {
+		case a.sem <- struct{}{}:
+		default:
+			nc.Close()
+			a.refuse(fmt.Errorf("%w: %s closed at once", ErrBusy, nc.RemoteAddr()))
+			continue
+		}
+		a.wg.Add(1)
+		go a.handshake(nc)
+	}
+}
+
+// handshake runs one connection's handshake and hands it to next.
+func (a *acceptor) handshake(nc net.Conn) {
+	defer a.wg.Done()
+	defer func() { <-a.sem }()
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	p, err := a.shake(ctx, nc)
+	if err != nil {
+		nc.Close()
+		cancel()
+		if a.ctx.Err() == nil { // not refused: the listener is closing
+			a.refuse(err)
+		}
+		return
+	}
+	p.cancel = cancel
+	select {
+	case a.ready <- p:
+	case <-ctx.Done():
+		p.drop()
+		if a.ctx.Err() == nil {
+			a.refuse(fmt.Errorf("fifo: %s proved the secret, but no Accept took it within %v", p.peer, a.timeout))
+		}
+	}
+}
+
+// next returns a connection that passed its handshake. The caller finishes
+// or drops it.
+func (a *acceptor) next(ctx context.Context) (*pending, error) {
+	select {
+	case p := <-a.ready:
+		return p, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("fifo: accept: %w", ctx.Err())
+	case <-a.loopDone:
+		return nil, a.loopErr
+	}
+}
+
+// close stops accepting, aborts the handshakes in progress and waits for
+// every goroutine of the acceptor to leave.
+func (a *acceptor) close() error {
+	a.closeOnce.Do(func() {
+		a.cancel()
+		d, canInterrupt := a.ln.(deadliner)
+		switch {
+		case a.owned:
+			a.closeErr = a.ln.Close()
+		case canInterrupt:
+			d.SetDeadline(time.Unix(1, 0))
+		}
+		a.wg.Wait()
+		if !a.owned && canInterrupt {
+			d.SetDeadline(time.Time{})
+		}
+	})
+	return a.closeErr
+}
+
+// TCPListener accepts tcp connections that pass the handshake, and only
+// those: strays, garbage, wrong secrets or geometries, TLS refusals and
+// silent or half-open connections are dropped and counted, each handshake
+// runs on its own goroutine for at most the handshake timeout, and at
+// most maxPendingHandshakes run at once (past that, a new connection is
+// closed at once), so no connection delays another and none can make the
+// listener hold much.
+type TCPListener struct {
+	a      *acceptor
+	cfg    Config
+	secret []byte
+	o      tcpOptions
+}
+
+// NewTCPListener accepts on ln, which it owns from now on (Close closes
+// it), connections of geometry cfg whose dialers prove secret; WithTLS
+// makes them TLS connections, WithRefused reports what it drops.
+func NewTCPListener(ln net.Listener, secret []byte, cfg Config, opts ...TCPOption) (*TCPListener, error) {
+	return newTCPListener(ln, true, secret, cfg, tcpOptionsOf(opts))
+}
+
+func newTCPListener(ln net.Listener, owned bool, secret []byte, cfg Config, o tcpOptions) (*TCPListener, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if o.tls != nil {
+		o.tls = tlsConfig(o.tls, "")
+	}
+	l := &TCPListener{cfg: c, secret: append([]byte(nil), secret...), o: o}
+	l.a = newAcceptor(ln, owned, o, l.shake)
+	return l, nil
+}
+
+// shake is the acceptor's handshake of one tcp connection.
+func (l *TCPListener) shake(ctx context.Context, nc net.Conn) (*pending, error) {
+	peer := nc.RemoteAddr().String()
+	end := limit(ctx, nc, l.o.timeout)
+	p, err := l.shakeBounded(ctx, nc, peer)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	p.end = end
+	return p, nil
+}
+
+func (l *TCPListener) shakeBounded(ctx context.Context, nc net.Conn, peer string) (*pending, error) {
+	s := shake{ctx: ctx, nc: nc, peer: peer, secret: l.secret, cfg: l.cfg, transport: "tcp"}
+	if l.o.tls != nil {
+		tc := tls.Server(nc, l.o.tls)
+		b, err := tlsHandshake(ctx, tc, peer)
+		if err != nil {
+			return nil, err
+		}
+		s.nc, s.binding, s.tls = tc, b, true
+	}
+	t, err := s.accept()
+	if err != nil {
+		return nil, err
+	}
+	return &pending{conn: s.nc, raw: nc, peer: peer, t: t}, nil
+}
+
+// Accept returns the next connection that passed its handshake, waiting
+// for one until ctx ends or the listener is closed (then the error wraps
+// net.ErrClosed).
+func (l *TCPListener) Accept(ctx context.Context) (*Conn, error) {
+	for {
+		p, err := l.a.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c, err := l.take(p)
+		if err != nil {
+			if l.a.ctx.Err() == nil {
+				l.a.refuse(err)
+			}
+			continue
+		}
+		return c, nil
+	}
+}
+
+// take tells p's dialer it is accepted and makes the connection.
+func (l *TCPListener) take(p *pending) (*Conn, error) {
+	if _, err := p.conn.Write([]byte{verdictAccepted}); err != nil {
+		p.drop()
+		return nil, fmt.Errorf("fifo: handshake with %s: verdict: %w", p.peer, err)
+	}
+	if err := p.finish(); err != nil {
+		p.conn.Close()
+		return nil, fmt.Errorf("fifo: handshake with %s: %w", p.peer, err)
+	}
+	return newTCPConn(p.conn, p.raw, l.cfg), nil
+}
+
+// newTCPConn makes the connection over nc, whose tcp connection is raw
+// (nc itself, or under TLS): keepalives and no delay apply to raw.
+func newTCPConn(nc, raw net.Conn, cfg Config) *Conn {
+	if tc, ok := raw.(*net.TCPConn); ok && nc != raw {
+		tc.SetNoDelay(true)
+		watchLiveness(tc, cfg)
+	}
+	return newTCPLink(nc, cfg)
+}
+
+// Refused counts the connections dropped so far.
+func (l *TCPListener) Refused() uint64 { return l.a.refused.Load() }
+
+// Addr is the listener's address.
+func (l *TCPListener) Addr() net.Addr { return l.a.ln.Addr() }
+
+// Close stops accepting and closes the listener; handshakes in progress
+// are aborted and connections not yet accepted closed. It returns once
+// every goroutine of the listener has left.
+func (l *TCPListener) Close() error { return l.a.close() }
