@@ -3,135 +3,98 @@ package fifo
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
+	"encoding/hex"
 	"fmt"
 	"os"
-	"sync/atomic"
-	"time"
-
-	"golang.org/x/sys/unix"
+	"strings"
 )
 
-// offAttached, in ring 1's handshake line, is set by the end that attaches.
-const offAttached = offToken + tokenSize
-
-// SHMDir is where shared-memory connections are created.
+// SHMDir is where tools that map shared files of their own (the
+// benchmarks' floors) create them. The shm provider itself creates no
+// file: its segments are memfds handed over a socket.
 var SHMDir = "/dev/shm"
 
-func tokenOf(secret []byte) []byte {
-	sum := sha256.Sum256(secret)
-	return sum[:]
-}
+// A shared-memory connection is handed over, not found. The listener
+// listens on a Unix socket in the abstract namespace (shmSocket), which has
+// no file and vanishes with its process: nothing is left behind after a
+// kill -9, and a restart under the same name works at once. Each end
+// checks with SO_PEERCRED that the other runs as the same user, then they
+// run the handshake (handshake.go) over the socket. Only then does the
+// listener create the segment, with memfd_create: anonymous, so no other
+// process can open it by name, sized to the layout and sealed against
+// shrinking and growing (so no one can truncate it under a mapping, which
+// would kill the mapper with SIGBUS). It stamps the rings' first lines with
+// a token both ends derive from this handshake and sends the memfd with
+// SCM_RIGHTS; the dialer checks its owner, size and seals, maps it,
+// checks the stamps and answers; the socket is then closed.
+//
+// The abstract namespace is one per network namespace: both processes must
+// share one (containers with their own network namespace do not).
 
-func mapFile(f *os.File, size int) ([]byte, func() error, error) {
-	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, fmt.Errorf("fifo: mmap: %w", err)
-	}
-	return mem, func() error { return unix.Munmap(mem) }, nil
-}
-
-// ListenSHM creates the shared file name under SHMDir (mode 0600, refusing an
-// existing one), waits for one peer to attach with DialSHM and the same
-// secret, and returns this end. The file's name is removed once the peer has
-// attached: the mapping lives on, and no stray process can attach later.
+// ListenSHM waits for one peer to attach with DialSHM to connection name,
+// with the same secret and geometry, and returns this end. Strays that
+// connect meanwhile (another user, a process without the secret, garbage,
+// a silent connection) are dropped; ListenSHM waits until ctx ends. A name
+// in use by a live listener of another group is an error at once.
 func ListenSHM(ctx context.Context, name string, secret []byte, cfg Config) (*Conn, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	path := SHMDir + "/" + name
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("fifo: create %s: %w", path, err)
-	}
-	defer f.Close()
-	lay := layoutFor(c)
-	if err := f.Truncate(int64(lay.total)); err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("fifo: size %s: %w", path, err)
-	}
-	mem, unmap, err := mapFile(f, lay.total)
-	if err != nil {
-		os.Remove(path)
+	if err := checkSHMName(name); err != nil {
 		return nil, err
 	}
-	tx, rx, txb, rxb, err := sides(mem, c, 0)
-	if err != nil {
-		unmap()
-		os.Remove(path)
-		return nil, err
-	}
-	token := tokenOf(secret)
-	rx.writeInit(token)
-	// Ring 0's line is written last: the dialer waits for its magic.
-	tx.writeInit(token)
-	for atomic.LoadUint32(rx.u32(offAttached)) == 0 {
-		if err := ctx.Err(); err != nil {
-			unmap()
-			os.Remove(path)
-			return nil, fmt.Errorf("fifo: no peer attached to %s: %w", path, err)
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	os.Remove(path)
-	return newConn(newMemLink(c, tx, rx, txb, rxb, true, unmap), c), nil
+	return listenSHM(ctx, name, secret, c)
 }
 
-// DialSHM attaches to a connection created by ListenSHM. The geometry in cfg
-// and the secret must match the creator's, or the handshake is refused.
+// DialSHM attaches to connection name, created by ListenSHM with the same
+// secret and geometry. It waits, dialing again, until the listener
+// appears or ctx ends: members start in any order. A refusal (another
+// user's listener, a wrong secret or geometry, a segment of the wrong
+// size, owner or seals) wraps ErrAuth and is returned at once.
 func DialSHM(ctx context.Context, name string, secret []byte, cfg Config) (*Conn, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	path := SHMDir + "/" + name
-	lay := layoutFor(c)
-	var f *os.File
-	for {
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
-		if err == nil {
-			if st, serr := f.Stat(); serr == nil && st.Size() == int64(lay.total) {
-				break
-			} else if serr == nil && st.Size() != 0 && st.Size() != int64(lay.total) {
-				f.Close()
-				return nil, fmt.Errorf("%w: %s is %d bytes, want %d (geometry differs)", ErrAuth, path, st.Size(), lay.total)
-			}
-			f.Close()
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("fifo: open %s: %w", path, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("fifo: %s did not appear: %w", path, err)
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	defer f.Close()
-	mem, unmap, err := mapFile(f, lay.total)
-	if err != nil {
+	if err := checkSHMName(name); err != nil {
 		return nil, err
 	}
-	tx, rx, txb, rxb, err := sides(mem, c, 1)
-	if err != nil {
-		unmap()
-		return nil, err
-	}
-	token := tokenOf(secret)
-	for atomic.LoadUint64(rx.u64(offMagic)) == 0 {
-		if err := ctx.Err(); err != nil {
-			unmap()
-			return nil, fmt.Errorf("fifo: %s was never initialised: %w", path, err)
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	if err := rx.checkInit(token); err != nil {
-		unmap()
-		return nil, err
-	}
-	if err := tx.checkInit(token); err != nil {
-		unmap()
-		return nil, err
-	}
-	atomic.StoreUint32(tx.u32(offAttached), 1)
-	return newConn(newMemLink(c, tx, rx, txb, rxb, true, unmap), c), nil
+	return dialSHM(ctx, name, secret, c)
 }
+
+// maxSHMName bounds a socket name: sun_path holds 108 bytes, the first of
+// an abstract name being its NUL. Longer names are hashed.
+const maxSHMName = 107
+
+func checkSHMName(name string) error {
+	if name == "" || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("%w: a shared-memory connection needs a name without NUL bytes, not %q", ErrConfig, name)
+	}
+	return nil
+}
+
+// shmSocket is the abstract socket name of connection name for user uid
+// ('@' is Go's spelling of the leading NUL). The uid keeps two users' names
+// apart; another user can still take a name first, which only makes
+// ListenSHM fail clearly and DialSHM refuse that user's listener.
+func shmSocket(name string, uid int) string {
+	s := fmt.Sprintf("@rrefkit-fifo/%d/%s", uid, name)
+	if len(s) > maxSHMName {
+		sum := sha256.Sum256([]byte(name))
+		s = fmt.Sprintf("@rrefkit-fifo/%d/sha256:%s", uid, hex.EncodeToString(sum[:16]))
+	}
+	return s
+}
+
+// checkPeerUID refuses a peer (the listener or dialer of shm connection
+// name) that runs as another user than this process: a segment is only
+// ever shared between processes of one user.
+func checkPeerUID(uid, self uint32, who, name string) error {
+	if uid != self {
+		return fmt.Errorf("%w: the %s of shared memory %q runs as uid %d, this process as uid %d", ErrAuth, who, name, uid, self)
+	}
+	return nil
+}
+
+func selfUID() uint32 { return uint32(os.Getuid()) }
