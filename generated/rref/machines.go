@@ -236,7 +236,7 @@ const (
 	OwnerReady OwnerState = 3
 	// Freed: no known fork and no local handle remained. A tombstone refuses late forks.
 	OwnerDeleted OwnerState = 4
-	// Never created: its creator died before the RemoteCall arrived.
+	// Never created: its creator died, or its record expired, before the RemoteCall arrived.
 	OwnerFailed OwnerState = 5
 )
 
@@ -298,6 +298,8 @@ const (
 	OwnerOnFree OwnerEvent = 4
 	// The worker that called remote() died.
 	OwnerOnCreatorFailed OwnerEvent = 5
+	// The record awaited its RemoteCall past the expiry the driver's ticks measure.
+	OwnerOnExpire OwnerEvent = 6
 )
 
 func (e OwnerEvent) String() string {
@@ -314,25 +316,27 @@ func (e OwnerEvent) String() string {
 		return "Free"
 	case OwnerOnCreatorFailed:
 		return "CreatorFailed"
+	case OwnerOnExpire:
+		return "Expire"
 	}
 	return "OwnerEvent(" + strconv.Itoa(int(e)) + ")"
 }
 
 // ownerTable is indexed [state][event]: 0 illegal, 1 ignored, k+2 moves to state k.
-var ownerTable = [6][6]uint8{
-	{4, 5, 3, 0, 0, 0},
-	{4, 0, 0, 0, 0, 7},
-	{1, 0, 0, 5, 0, 1},
-	{1, 0, 0, 0, 6, 1},
-	{0, 0, 0, 0, 0, 0},
-	{0, 0, 0, 0, 0, 0},
+var ownerTable = [6][7]uint8{
+	{4, 5, 3, 0, 0, 0, 0},
+	{4, 0, 0, 0, 0, 7, 7},
+	{1, 0, 0, 5, 0, 1, 0},
+	{1, 0, 0, 0, 6, 1, 0},
+	{0, 0, 0, 0, 0, 0, 0},
+	{0, 0, 0, 0, 0, 0, 0},
 }
 
 // StepOwner applies event e in state s. It returns the next state and whether the
 // transition moved or was explicitly ignored; an event the spec neither handles nor
 // ignores in s returns a *genrt.TransitionError and leaves the state unchanged.
 func StepOwner(s OwnerState, e OwnerEvent) (OwnerState, genrt.Outcome, error) {
-	if int(s) >= 6 || int(e) >= 6 {
+	if int(s) >= 6 || int(e) >= 7 {
 		return s, 0, &genrt.TransitionError{
 			Event:   e.String(),
 			Machine: "Owner",
@@ -387,6 +391,11 @@ var OwnerMachine = genrt.MachineInfo{
 			Name:    "CreatorFailed",
 			Payload: "",
 		},
+		{
+			Doc:     "The record awaited its RemoteCall past the expiry the driver's ticks measure.",
+			Name:    "Expire",
+			Payload: "",
+		},
 	},
 	Name: "Owner",
 	States: []genrt.StateInfo{
@@ -426,7 +435,7 @@ var OwnerMachine = genrt.MachineInfo{
 			Start: false,
 		},
 		{
-			Doc:   "Never created: its creator died before the RemoteCall arrived.",
+			Doc:   "Never created: its creator died, or its record expired, before the RemoteCall arrived.",
 			Final: true,
 			Hot:   false,
 			Name:  "failed",
@@ -466,6 +475,11 @@ var OwnerMachine = genrt.MachineInfo{
 		},
 		{
 			Event: "CreatorFailed",
+			From:  "awaiting",
+			To:    "failed",
+		},
+		{
+			Event: "Expire",
 			From:  "awaiting",
 			To:    "failed",
 		},

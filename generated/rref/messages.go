@@ -654,7 +654,11 @@ func ConsumeForkRequest(b []byte, lim *genrt.Limits) (v ForkRequest, n int, err 
 	return v, off, nil
 }
 
-// ForkAck confirms (or, for a value already freed or never created, refuses) a fork.
+/*
+ForkAck confirms a fork, or refuses it: the value was freed or never created, the fork id is
+held by another worker, or the owner holds too many records from the sender for values not yet
+created.
+*/
 type ForkAck struct {
 	RRef    RRefID
 	Fork    ForkID

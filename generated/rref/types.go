@@ -76,7 +76,10 @@ func (e ErrorKind) String() string {
 	return "ErrorKind(" + strconv.FormatUint(uint64(e), 10) + ")"
 }
 
-// RRefID names one remote value, globally: the worker that created the id and its local counter.
+/*
+RRefID names one remote value, globally: the worker that created the id and 64 bits its
+creator drew from a CSPRNG, so that knowing the id is the right to use the value (a capability).
+*/
 type RRefID struct {
 	Worker WorkerID
 	Local  uint64
@@ -121,8 +124,9 @@ func ConsumeRRefID(b []byte, lim *genrt.Limits) (v RRefID, n int, err error) {
 }
 
 /*
-ForkID names one UserRRef instance, globally. A fork whose id equals its RRef's id is the
-owner's own handle from a remote to itself.
+ForkID names one UserRRef instance, globally: the worker that minted it and 64 unguessable
+bits, as RRefID. A fork whose id equals its RRef's id is the owner's own handle from a remote
+to itself.
 */
 type ForkID struct {
 	Worker WorkerID
