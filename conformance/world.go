@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -124,6 +125,16 @@ func (m *monitor) clone() *monitor {
 // CoreFactory makes the core of one worker; tests substitute mutated cores.
 type CoreFactory func(self WorkerID) *core.Core
 
+// SeededCore is the production core with ids from a fixed seed per worker
+// (core.WithIDSeed), so that runs, their state hashes and -replay strings
+// are the same on every machine.
+func SeededCore(self WorkerID) *core.Core {
+	var seed [32]byte
+	copy(seed[:], "rref conformance ids")
+	binary.LittleEndian.PutUint32(seed[28:], uint32(self))
+	return core.New(self, core.WithIDSeed(seed))
+}
+
 // World is one state of a scenario's run: every worker's core, the network,
 // the program's progress and the monitors.
 type World struct {
@@ -147,7 +158,7 @@ type World struct {
 // NewWorld starts a scenario's run.
 func NewWorld(sc *Scenario, factory CoreFactory) *World {
 	if factory == nil {
-		factory = func(self WorkerID) *core.Core { return core.New(self) }
+		factory = SeededCore
 	}
 	w := &World{sc: sc, ids: map[string]WorkerID{}, handles: map[handleKey]*progHandle{},
 		fetches: map[handleKey]*fetchState{}, fetchIDs: map[[2]uint64]handleKey{}, returns: map[[2]uint64]string{},

@@ -44,6 +44,10 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 		return h, nil
 	}
 	fork := ForkID{Worker: c.self, Local: c.newID()}
+	for fork == asFork(id) {
+		// The creator's fork equal to its RRef would read as the owner's own.
+		fork.Local = c.newID()
+	}
 	u := &userRec{state: rref.UserStart, owner: worker, rref: id, fork: fork, parentW: worker}
 	c.users[fork] = u
 	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: id, fork: fork})
@@ -249,10 +253,16 @@ func (c *Core) forkAll(refs []HandleID, to WorkerID) []rref.RRefDesc {
 func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 	child := ForkID{Worker: c.self, Local: c.newID()}
 	if hr.kind == handleOwner || hr.kind == handleSelfFork {
+		o := c.owners[hr.rref]
+		for {
+			if _, taken := o.forks[child]; !taken {
+				break
+			}
+			child.Local = c.newID() // the owner's forks of a value are not in idTaken's maps
+		}
 		// The fork is counted even when it travels to this worker itself: until
 		// it arrives, it is the only thing keeping the value alive.
 		d := rref.RRefDesc{Owner: c.self, RRef: hr.rref, Fork: child, Parent: asFork(hr.rref)}
-		o := c.owners[hr.rref]
 		f := forkRec{state: rref.ForkStart, holder: to}
 		c.stepFork(&f, rref.ForkOnCreate)
 		o.forks[child] = f
@@ -308,7 +318,13 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 	parentIsOwner := d.Parent == asFork(d.RRef)
 	if d.Owner == c.self {
 		// The owner as callee: no UserRRef, just a local handle.
-		o, gone := c.ownerFor(d.RRef)
+		o, gone := c.ownerOf(d.RRef)
+		if o == nil && gone == rref.ErrorKindNone || o != nil && o.state == rref.OwnerAwaiting {
+			var err error
+			if o, err = c.admit(from, d.RRef, o, rref.CodeCall, "handle"); err != nil {
+				gone = rref.ErrorKindLost
+			}
+		}
 		if o == nil {
 			if !parentIsOwner {
 				c.send(from, c.msgs.childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork, Refused: true}))

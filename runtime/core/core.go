@@ -1,7 +1,11 @@
 package core
 
 import (
+	"cmp"
+	crand "crypto/rand"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/genrt"
@@ -9,6 +13,22 @@ import (
 
 // DefaultTombstones bounds how many freed RRef ids an owner remembers.
 const DefaultTombstones = 1 << 16
+
+// DefaultPendingPerPeer bounds what one peer may make an owner keep for
+// values whose RemoteCall has not arrived: each fork request, fetch or
+// arriving handle that adds to such a record counts one, until the value is
+// created or given up. A peer's messages overtake a RemoteCall only for the
+// values its creators have in flight, so an honest peer stays far below this;
+// a hostile one holds at most this many (300 to 800 bytes each, as
+// TestForgedPendingRecordsBounded measures: at most about 13 MiB) before its
+// further such messages are refused.
+const DefaultPendingPerPeer = 1 << 14
+
+// DefaultPendingTicks is how many Ticks a record awaits its RemoteCall before
+// it is given up as never created. The worker ticks every twentieth of its
+// call timeout, so 40 ticks are two call timeouts: whoever sent a message
+// that waits on the record has given up on it by then.
+const DefaultPendingTicks = 40
 
 type forkRec struct {
 	state  rref.ForkState
@@ -30,6 +50,13 @@ type ownerRec struct {
 	known   int                // forks in state known
 	local   int                // local handles on the owner
 	waiting []waitingFetch
+	charges []charge // awaiting only: what each peer added, refunded when it settles
+}
+
+// charge is what one peer added to a record awaiting its RemoteCall.
+type charge struct {
+	peer WorkerID
+	n    int
 }
 
 type userRec struct {
@@ -87,8 +114,9 @@ type tombstone struct {
 // Core is the protocol state of one worker.
 type Core struct {
 	self      WorkerID
-	nextID    uint64 // RRef and fork ids: one counter, as PyTorch has
-	nextLocal uint64 // handles, fetches and calls
+	ids       rand.ChaCha8 // the unguessable part of RRef and fork ids
+	drawn     uint64       // values drawn from ids: with the seed, its whole state
+	nextLocal uint64       // handles, fetches and calls: never travel as a right
 
 	owners  map[RRefID]*ownerRec
 	users   map[ForkID]*userRec
@@ -101,6 +129,16 @@ type Core struct {
 	tombs     bounded[RRefID, tombstone] // freed or never-created values
 	goneForks bounded[ForkID, struct{}]  // recently deleted forks, so a resend cannot revive one
 	tombLimit int
+
+	// Records awaiting their RemoteCall, with the tick each began in, and
+	// what each peer has added to them (see DefaultPendingPerPeer).
+	awaiting     map[RRefID]uint64
+	charged      map[WorkerID]int
+	epoch        uint64 // Ticks so far
+	pendingLimit int
+	pendingTicks uint64
+	seeded       bool
+	expired      int
 
 	dupes, bad, illegals int
 	ready                Ready
@@ -120,21 +158,64 @@ func WithTombstones(n int) Option {
 	}
 }
 
-// New returns the core of worker self.
+// WithIDSeed makes the ids the core mints a function of seed: the same seed
+// and the same inputs give the same ids, so a test or an explorer can replay
+// a run and hash its states. Anyone who knows the seed can compute the ids,
+// so a real group must not use it: without it, New seeds from crypto/rand.
+func WithIDSeed(seed [32]byte) Option {
+	return func(c *Core) {
+		c.ids.Seed(seed)
+		c.seeded = true
+	}
+}
+
+// WithPendingLimit bounds what one peer may add to records awaiting their
+// RemoteCall (at least 1; DefaultPendingPerPeer otherwise).
+func WithPendingLimit(n int) Option {
+	return func(c *Core) {
+		if n > 0 {
+			c.pendingLimit = n
+		}
+	}
+}
+
+// WithPendingTicks sets how many Ticks a record awaits its RemoteCall before
+// it is given up (at least 1; DefaultPendingTicks otherwise).
+func WithPendingTicks(n int) Option {
+	return func(c *Core) {
+		if n > 0 {
+			c.pendingTicks = uint64(n)
+		}
+	}
+}
+
+// New returns the core of worker self. Unless WithIDSeed is given, the ids
+// it mints come from a ChaCha8 generator seeded with 32 bytes from
+// crypto/rand, read once here: minting then costs nanoseconds, not a
+// system call, and the core takes no other outside input.
 func New(self WorkerID, opts ...Option) *Core {
 	c := &Core{
-		self:      self,
-		owners:    map[RRefID]*ownerRec{},
-		users:     map[ForkID]*userRec{},
-		pins:      map[ForkID]*pinRec{},
-		handles:   map[HandleID]*handleRec{},
-		fetches:   map[uint64]fetchRec{},
-		calls:     map[uint64]WorkerID{},
-		dead:      map[WorkerID]bool{},
-		tombLimit: DefaultTombstones,
+		self:         self,
+		owners:       map[RRefID]*ownerRec{},
+		users:        map[ForkID]*userRec{},
+		pins:         map[ForkID]*pinRec{},
+		handles:      map[HandleID]*handleRec{},
+		fetches:      map[uint64]fetchRec{},
+		calls:        map[uint64]WorkerID{},
+		dead:         map[WorkerID]bool{},
+		awaiting:     map[RRefID]uint64{},
+		charged:      map[WorkerID]int{},
+		tombLimit:    DefaultTombstones,
+		pendingLimit: DefaultPendingPerPeer,
+		pendingTicks: DefaultPendingTicks,
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if !c.seeded {
+		var seed [32]byte
+		crand.Read(seed[:]) // never fails: the runtime aborts the process first
+		c.ids.Seed(seed)
 	}
 	c.tombs = newBounded[RRefID, tombstone](c.tombLimit)
 	c.goneForks = newBounded[ForkID, struct{}](c.tombLimit)
@@ -177,9 +258,36 @@ func (c *Core) send(to WorkerID, m rref.Message) {
 	c.ready.Messages = append(c.ready.Messages, Envelope{From: c.self, To: to, Msg: m})
 }
 
+// newID mints the unguessable part of an RRef or fork id: 64 bits from the
+// core's CSPRNG, never 0 (so a zero id always means none) and never one this
+// worker still records under its own name, as a value, tombstone, UserRRef,
+// pin or deleted fork. Across workers ids are unique with the probability of
+// 64 random bits: a repeat takes about 2^32 ids minted by one worker.
 func (c *Core) newID() uint64 {
-	c.nextID++
-	return c.nextID
+	for {
+		x := c.ids.Uint64()
+		c.drawn++
+		if x != 0 && !c.idTaken(x) {
+			return x
+		}
+	}
+}
+
+func (c *Core) idTaken(x uint64) bool {
+	r, f := RRefID{Worker: c.self, Local: x}, ForkID{Worker: c.self, Local: x}
+	if _, ok := c.owners[r]; ok {
+		return true
+	}
+	if _, ok := c.tombs.get(r); ok {
+		return true
+	}
+	if _, ok := c.users[f]; ok {
+		return true
+	}
+	if _, ok := c.pins[f]; ok {
+		return true
+	}
+	return c.forkGone(f)
 }
 
 func (c *Core) newLocal() uint64 {
@@ -197,8 +305,13 @@ func (c *Core) illegal(err error) {
 }
 
 func (c *Core) refuse(from WorkerID, code rref.Code, format string, args ...any) error {
+	return c.refuseErr(from, code, nil, format, args...)
+}
+
+// refuseErr is refuse with a cause errors.Is matches beside ErrBadInput.
+func (c *Core) refuseErr(from WorkerID, code rref.Code, cause error, format string, args ...any) error {
 	c.bad++
-	err := &BadInputError{From: from, Code: code, Why: fmt.Sprintf(format, args...)}
+	err := &BadInputError{From: from, Code: code, Why: fmt.Sprintf(format, args...), Err: cause}
 	c.ready.Errors = append(c.ready.Errors, err)
 	return err
 }
@@ -256,10 +369,10 @@ func (c *Core) newHandle(h *handleRec) HandleID {
 	return id
 }
 
-// ownerFor returns the owner record of id, creating an awaiting one when a
-// message overtook the RemoteCall. It returns nil with the tombstone's kind
-// when the value is gone or can never exist.
-func (c *Core) ownerFor(id RRefID) (*ownerRec, ErrorKind) {
+// ownerOf returns the owner record of id. With none, it says why: the
+// tombstone's kind when the value is gone or can never exist, or
+// ErrorKindNone when its RemoteCall may still arrive (see admit).
+func (c *Core) ownerOf(id RRefID) (*ownerRec, ErrorKind) {
 	if o := c.owners[id]; o != nil {
 		return o, rref.ErrorKindNone
 	}
@@ -268,7 +381,7 @@ func (c *Core) ownerFor(id RRefID) (*ownerRec, ErrorKind) {
 	}
 	if id.Worker == c.self {
 		// Values this worker creates exist from the start; one without a
-		// record was freed and its tombstone since forgotten.
+		// record was freed and its tombstone since forgotten, or never minted.
 		return nil, rref.ErrorKindDeleted
 	}
 	if c.dead[id.Worker] {
@@ -276,12 +389,48 @@ func (c *Core) ownerFor(id RRefID) (*ownerRec, ErrorKind) {
 		c.tombstone(id, rref.ErrorKindLost)
 		return nil, rref.ErrorKindLost
 	}
-	o := &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
-	if c.stepOwner(o, rref.OwnerOnAwait) == 0 {
-		return nil, rref.ErrorKindLost
+	return nil, rref.ErrorKindNone
+}
+
+// admit lets a message from worker from add to the record of a value whose
+// RemoteCall has not arrived: o, awaiting, or nil when ownerOf found no
+// record and the value may still be created, in which case an awaiting
+// record is made. The addition is charged to from; one past from's bound is
+// refused (ErrPendingLimit) and changes nothing. code and what describe the
+// message for the refusal.
+func (c *Core) admit(from WorkerID, id RRefID, o *ownerRec, code rref.Code, what string) (*ownerRec, error) {
+	if c.charged[from] >= c.pendingLimit {
+		return nil, c.refuseErr(from, code, ErrPendingLimit, "%s for %v, not yet created: %d such records already", what, id, c.charged[from])
 	}
-	c.owners[id] = o
-	return o, rref.ErrorKindNone
+	if o == nil {
+		o = &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
+		if c.stepOwner(o, rref.OwnerOnAwait) != genrt.Moved {
+			return nil, &BadInputError{From: from, Code: code, Why: "no record can await " + fmtRRef(id)}
+		}
+		c.owners[id] = o
+		c.awaiting[id] = c.epoch
+	}
+	c.charged[from]++
+	// Kept sorted by peer, so that equal records encode equally (AppendState).
+	i, found := slices.BinarySearchFunc(o.charges, from, func(ch charge, p WorkerID) int { return cmp.Compare(ch.peer, p) })
+	if found {
+		o.charges[i].n++
+	} else {
+		o.charges = slices.Insert(o.charges, i, charge{peer: from, n: 1})
+	}
+	return o, nil
+}
+
+// settleAwait refunds what peers added to the record of id, which no longer
+// awaits its RemoteCall: it was created or given up.
+func (c *Core) settleAwait(id RRefID, o *ownerRec) {
+	for _, ch := range o.charges {
+		if c.charged[ch.peer] -= ch.n; c.charged[ch.peer] <= 0 {
+			delete(c.charged, ch.peer)
+		}
+	}
+	o.charges = nil
+	delete(c.awaiting, id)
 }
 
 // maybeFree frees an owner's value once nothing refers to it.
@@ -322,7 +471,10 @@ func (c *Core) maybeDrain(u *userRec) {
 // Counters returns the debug counters.
 func (c *Core) Counters() Counters {
 	n := Counters{Owners: len(c.owners), Duplicates: c.dupes, BadInput: c.bad, Illegal: c.illegals,
-		PendingMessages: len(c.fetches) + len(c.calls)}
+		PendingMessages: len(c.fetches) + len(c.calls), Awaiting: len(c.awaiting), Expired: c.expired}
+	for _, k := range c.charged {
+		n.Charged += k
+	}
 	for _, o := range c.owners {
 		n.Forks += o.known
 		for _, w := range o.waiting {
@@ -342,4 +494,63 @@ func (c *Core) Counters() Counters {
 		}
 	}
 	return n
+}
+
+// Tick tells the core that one period of the driver's clock has passed (the
+// worker's sweeper calls it; the core has no clock of its own). A record that
+// has awaited its RemoteCall for the pending ticks (DefaultPendingTicks,
+// WithPendingTicks) is given up as never created: its fetches fail with
+// lost, its local handles are lost, and a tombstone refuses its late
+// RemoteCall, as when its creator dies. Its forks were confirmed, so it must
+// never be created after all; their holders learn it when they fetch.
+func (c *Core) Tick() {
+	c.epoch++
+	var old []RRefID
+	for id, since := range c.awaiting {
+		if c.epoch-since >= c.pendingTicks {
+			old = append(old, id)
+		}
+	}
+	if len(old) == 0 {
+		return
+	}
+	slices.SortFunc(old, compareRRefs) // outputs in a fixed order, for replays
+	lose := map[RRefID]bool{}
+	for _, id := range old {
+		o := c.owners[id]
+		if o == nil || o.state != rref.OwnerAwaiting {
+			delete(c.awaiting, id) // unreachable: settleAwait keeps the two in step
+			continue
+		}
+		if c.giveUp(id, o, rref.OwnerOnExpire) && o.local > 0 {
+			lose[id] = true
+		}
+		c.expired++
+	}
+	c.loseLocalHandles(lose)
+}
+
+// giveUp ends the record of a value that will never be created: its creator
+// died, or it expired. It reports whether the record was dropped.
+func (c *Core) giveUp(id RRefID, o *ownerRec, e rref.OwnerEvent) bool {
+	if c.stepOwner(o, e) != genrt.Moved {
+		return false
+	}
+	c.settleAwait(id, o)
+	delete(c.owners, id)
+	c.tombstone(id, rref.ErrorKindLost)
+	for _, wf := range o.waiting {
+		c.failFetch(id, wf, rref.ErrorKindLost)
+	}
+	return true
+}
+
+// failFetch answers a waiting fetch with an error: in a FetchRet, or, for
+// this worker's own fetch, in a FetchResult.
+func (c *Core) failFetch(id RRefID, w waitingFetch, k ErrorKind) {
+	if w.from == c.self {
+		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: w.fetchID, Handle: w.handle, Err: k})
+		return
+	}
+	c.send(w.from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: k}))
 }

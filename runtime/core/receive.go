@@ -83,22 +83,43 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	if err := c.checkDescs(from, rref.CodeRemoteCall, m.RRefs); err != nil {
 		return err
 	}
-	if _, gone := c.tombs.get(m.RRef); gone && !mutant(mutLateRemoteRecreates) {
+	if t, gone := c.tombs.get(m.RRef); gone && !mutant(mutLateRemoteRecreates) {
+		if t.kind == rref.ErrorKindLost {
+			c.refuseLateRemote(from, m)
+			return nil
+		}
 		c.dupes++ // a resent RemoteCall never re-creates a freed value
 		return nil
 	} else if gone {
 		delete(c.tombs.m, m.RRef) // the mutant forgets the value was freed
 	}
-	o, _ := c.ownerFor(m.RRef)
-	if o == nil {
-		return c.refuse(from, rref.CodeRemoteCall, "no record for %v", m.RRef)
+	o := c.owners[m.RRef]
+	created := o == nil
+	if created {
+		o = &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
 	}
+	awaited := o.state == rref.OwnerAwaiting
 	if c.stepOwner(o, rref.OwnerOnCreate) != genrt.Moved {
 		c.dupes++
 		return nil
 	}
-	f := o.forks[m.Fork]
-	if c.stepFork(&f, rref.ForkOnCreate) == genrt.Moved {
+	if created {
+		c.owners[m.RRef] = o
+	}
+	if awaited {
+		c.settleAwait(m.RRef, o)
+	}
+	if f, ok := o.forks[m.Fork]; ok {
+		if f.holder != from {
+			// A fork request overtook the RemoteCall naming the creator's own
+			// fork: only its creator holds it, so the request was a squat.
+			// The squatter was told yes, but its delete and fetches through
+			// this fork are refused from now on.
+			c.refuseErr(f.holder, rref.CodeForkRequest, ErrForkHeld, "fork %v of %v is its creator's, worker %d", m.Fork, m.RRef, from)
+			f.holder = from
+			o.forks[m.Fork] = f
+		}
+	} else if c.stepFork(&f, rref.ForkOnCreate) == genrt.Moved {
 		f.holder = from
 		o.forks[m.Fork] = f
 		o.known++
@@ -106,6 +127,19 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	c.send(from, c.msgs.remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
 	c.runAfter(from, m.RRefs, Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args})
 	return nil
+}
+
+// refuseLateRemote answers a RemoteCall whose value was given up before it
+// arrived (its record expired). The value must never exist now: forks of it
+// were confirmed, and their deletes were absorbed by the tombstone. The
+// creator's fork is refused, so its handle is lost rather than pending, and
+// the RRefs it passed are received and released at once, so their owners
+// and parents are answered.
+func (c *Core) refuseLateRemote(from WorkerID, m *rref.RemoteCall) {
+	for _, h := range c.receiveAll(from, m.RRefs, nil) {
+		c.Release(h)
+	}
+	c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true}))
 }
 
 // onConfirm handles the owner's answer to a fork: RemoteRet for the creator's
@@ -123,7 +157,9 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 		c.dupes++
 		return nil
 	}
-	viaParent := code == rref.CodeForkAck
+	// A creator's fork has no parent to tell: the owner refuses it with a
+	// ForkAck only when it gave the value up (refuseLateRemote).
+	viaParent := code == rref.CodeForkAck && u.parent != ForkID{}
 	if refused {
 		c.stepUser(u, rref.UserOnRefuse)
 	} else {
@@ -138,14 +174,28 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 	return nil
 }
 
+// onFetchCall serves a fetch to whoever names an RRef this owner holds: the
+// id is the capability. The fork need not be known yet, as a child may fetch
+// while its ForkRequest is in flight, but one another worker holds is
+// refused. A value not yet created is waited for, within the sender's bound.
 func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
-	o, gone := c.ownerFor(m.RRef)
-	if o == nil {
+	o, gone := c.ownerOf(m.RRef)
+	if o == nil && gone != rref.ErrorKindNone {
 		c.send(from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: gone}))
 		return nil
 	}
-	if f, ok := o.forks[m.Fork]; ok && f.holder != from {
-		return c.refuse(from, rref.CodeFetchCall, "fetch through fork %v, held by worker %d", m.Fork, f.holder)
+	if o != nil {
+		if f, ok := o.forks[m.Fork]; ok && f.holder != from {
+			c.send(from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindBadRequest}))
+			return c.refuseErr(from, rref.CodeFetchCall, ErrForkHeld, "fetch through fork %v, held by worker %d", m.Fork, f.holder)
+		}
+	}
+	if o == nil || o.state == rref.OwnerAwaiting {
+		var err error
+		if o, err = c.admit(from, m.RRef, o, rref.CodeFetchCall, "fetch"); err != nil {
+			c.send(from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindLost}))
+			return err
+		}
 	}
 	w := waitingFetch{from: from, fetchID: m.FetchID}
 	if o.state == rref.OwnerReady {
@@ -173,23 +223,59 @@ func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
 	return nil
 }
 
+// onForkRequest confirms a fork to the worker that asks for it, or refuses
+// it. Every refusal is answered, so that an honest child (one whose fork id
+// was squatted, or that was handed a forged RRef) is lost, unpins its parent
+// and runs its call, instead of waiting forever.
 func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
-	o, _ := c.ownerFor(m.RRef)
-	if o != nil && o.state == rref.OwnerAwaiting && mutant(mutForkRequestDropped) {
-		return nil
-	}
-	if o == nil {
-		// Freed, or never created: the child is refused and still unpins its parent.
+	refused := func() {
 		c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true}))
+	}
+	if m.Parent == asFork(m.RRef) {
+		refused() // the owner registers its own children when it sends them
+		return c.refuse(from, rref.CodeForkRequest, "fork %v names the owner as its parent", m.Fork)
+	}
+	o, gone := c.ownerOf(m.RRef)
+	if (o == nil && gone == rref.ErrorKindNone || o != nil && o.state == rref.OwnerAwaiting) && mutant(mutForkRequestDropped) {
 		return nil
 	}
-	f, seen := o.forks[m.Fork]
+	if o == nil && gone != rref.ErrorKindNone {
+		// Freed, or never created: the child is refused and still unpins its parent.
+		refused()
+		return nil
+	}
+	var f forkRec
+	seen := false
+	if o != nil {
+		f, seen = o.forks[m.Fork]
+	}
 	if !seen && c.forkGone(m.Fork) {
-		c.dupes++ // resent after the fork was deleted: it must not come back
+		// Resent after the fork was deleted, or asked for by the real child
+		// of a squatted fork the squatter has since deleted, or refused
+		// before: it must not come back.
+		c.dupes++
+		refused()
 		return nil
 	}
 	if seen && f.holder != from {
-		return c.refuse(from, rref.CodeForkRequest, "fork %v is held by worker %d", m.Fork, f.holder)
+		refused()
+		return c.refuseErr(from, rref.CodeForkRequest, ErrForkHeld, "fork %v is held by worker %d", m.Fork, f.holder)
+	}
+	if !seen && o != nil {
+		if p, ok := o.forks[m.Parent]; ok && p.holder != m.Fork.Worker {
+			// A child's id is minted by its parent's holder.
+			c.goneForks.add(m.Fork, struct{}{})
+			refused()
+			return c.refuse(from, rref.CodeForkRequest, "fork %v names parent %v, held by worker %d, which did not mint it", m.Fork, m.Parent, p.holder)
+		}
+	}
+	if !seen && (o == nil || o.state == rref.OwnerAwaiting) {
+		var err error
+		if o, err = c.admit(from, m.RRef, o, rref.CodeForkRequest, "fork request"); err != nil {
+			c.goneForks.add(m.Fork, struct{}{}) // refused for good: a resend must not be confirmed
+			refused()
+			return err
+		}
 	}
 	if !seen {
 		f = forkRec{state: rref.ForkStart, holder: from}
@@ -258,7 +344,7 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 		return c.refuse(from, rref.CodeUserDelete, "delete for unknown fork %v of %v", m.Fork, m.RRef)
 	}
 	if f.holder != from {
-		return c.refuse(from, rref.CodeUserDelete, "delete for fork %v, held by worker %d", m.Fork, f.holder)
+		return c.refuseErr(from, rref.CodeUserDelete, ErrForkHeld, "delete for fork %v, held by worker %d", m.Fork, f.holder)
 	}
 	switch c.stepFork(&f, rref.ForkOnDelete) {
 	case genrt.Moved:
@@ -283,6 +369,7 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 	c.dead[w] = true
 	// Maps are walked in sorted order so the outputs, and every replay, are deterministic.
+	lose := map[RRefID]bool{}
 	for _, id := range sortedRRefs(c.owners) {
 		o := c.owners[id]
 		for _, fid := range sortedForks(o.forks) {
@@ -300,18 +387,14 @@ func (c *Core) PeerFailed(w WorkerID) {
 		}
 		o.waiting = kept
 		if id.Worker == w && o.state == rref.OwnerAwaiting {
-			if c.stepOwner(o, rref.OwnerOnCreatorFailed) == genrt.Moved {
-				delete(c.owners, id)
-				c.tombstone(id, rref.ErrorKindLost)
-				for _, wf := range o.waiting {
-					c.send(wf.from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: wf.fetchID, RRef: id, Error: rref.ErrorKindLost}))
-				}
-				c.loseLocalHandles(id)
+			if c.giveUp(id, o, rref.OwnerOnCreatorFailed) && o.local > 0 {
+				lose[id] = true
 			}
 			continue
 		}
 		c.maybeFree(id, o)
 	}
+	c.loseLocalHandles(lose)
 	for _, child := range sortedForks(c.pins) {
 		p := c.pins[child]
 		switch {
@@ -345,10 +428,14 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 }
 
-// loseLocalHandles marks the owner's local handles of a value that will never exist.
-func (c *Core) loseLocalHandles(id RRefID) {
+// loseLocalHandles marks the owner's local handles of values that will
+// never exist, in one walk of the handles however many there are.
+func (c *Core) loseLocalHandles(ids map[RRefID]bool) {
+	if len(ids) == 0 {
+		return
+	}
 	for _, h := range c.handles {
-		if h.rref == id && h.kind == handleOwner {
+		if h.kind == handleOwner && ids[h.rref] {
 			h.kind = handleLost
 			h.lost = rref.ErrorKindLost
 		}

@@ -1,10 +1,12 @@
 package core_test
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +38,15 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of script
 //	dup W V Kind         the network resends an in-flight message (a reconnect)
 //	state [W]            dump the state of W (or of every live worker)
 //	counters W           print W's debug counters
+//	forge W V Kind f=v.. W sends V a message it made up (fields below)
+//	tick W [N]           W's driver ticks N times (default 1)
+//
+// Cores mint their ids from a fixed seed per worker (core.WithIDSeed). Ids
+// are 64 random bits, so the output names the k-th id worker w minted w:k
+// (as a counter would), and forge takes the same names; a local written
+// #N is the raw number N, as an attacker guessing it would send. Forge
+// fields: rref, fork, parent, child (ids), fetch (a number), refused
+// (true/false).
 type script struct {
 	names    []string
 	ids      map[string]core.WorkerID
@@ -46,13 +57,147 @@ type script struct {
 	returns  map[string]string        // "V/callID" -> y
 	fetchFor map[string]string        // "W/fetchID" -> x
 	out      []string
+	alias    map[core.WorkerID]map[uint64]int // minted local -> k
+	minted   map[core.WorkerID][]uint64       // k-1 -> minted local
+}
+
+// scriptAliases is how many ids of each worker the output names w:k: far
+// more than any script mints.
+const scriptAliases = 256
+
+// scriptSeed is worker id's id seed in script tests and the explorer.
+func scriptSeed(id core.WorkerID) [32]byte {
+	var seed [32]byte
+	copy(seed[:], "rref script ids")
+	binary.LittleEndian.PutUint32(seed[28:], uint32(id))
+	return seed
+}
+
+// learnIDs records the first ids a core seeded like worker id's mints, by
+// minting them on a core of its own.
+func (s *script) learnIDs(id core.WorkerID) {
+	c := core.New(id, core.WithIDSeed(scriptSeed(id)))
+	s.alias[id] = map[uint64]int{}
+	for k := 1; k <= scriptAliases; k++ {
+		x := c.Handle(c.NewLocal(nil)).RRef.Local
+		s.alias[id][x] = k
+		s.minted[id] = append(s.minted[id], x)
+	}
+}
+
+var (
+	colonID  = regexp.MustCompile(`\b(\d+):(\d+)\b`)
+	structID = regexp.MustCompile(`\{(\d+) (\d+)\}`)
+)
+
+// short renames the ids of script workers in line: a minted one w:k, any
+// other (a forger's guess) w:#N.
+func (s *script) short(line string) string {
+	name := func(w, x string) (string, bool) {
+		wi, err1 := strconv.ParseUint(w, 10, 32)
+		xi, err2 := strconv.ParseUint(x, 10, 64)
+		aliases, worker := s.alias[core.WorkerID(wi)]
+		if err1 != nil || err2 != nil || !worker {
+			return "", false
+		}
+		if k, ok := aliases[xi]; ok {
+			return fmt.Sprintf("%s:%d", w, k), true
+		}
+		return fmt.Sprintf("%s:#%d", w, xi), true
+	}
+	line = colonID.ReplaceAllStringFunc(line, func(m string) string {
+		p := colonID.FindStringSubmatch(m)
+		if n, ok := name(p[1], p[2]); ok {
+			return n
+		}
+		return m
+	})
+	return structID.ReplaceAllStringFunc(line, func(m string) string {
+		p := structID.FindStringSubmatch(m)
+		if n, ok := name(p[1], p[2]); ok {
+			return "{" + n + "}"
+		}
+		return m
+	})
+}
+
+// id parses w:k (the k-th id w minted) or w:#N (the raw local N).
+func (s *script) id(v string) (core.WorkerID, uint64, error) {
+	w, x, ok := strings.Cut(v, ":")
+	wi, err := strconv.ParseUint(w, 10, 32)
+	if !ok || err != nil {
+		return 0, 0, fmt.Errorf("bad id %q", v)
+	}
+	if raw, isRaw := strings.CutPrefix(x, "#"); isRaw {
+		n, err := strconv.ParseUint(raw, 10, 64)
+		return core.WorkerID(wi), n, err
+	}
+	k, err := strconv.Atoi(x)
+	if err != nil || k < 0 || k > len(s.minted[core.WorkerID(wi)]) {
+		return 0, 0, fmt.Errorf("bad id %q", v)
+	}
+	if k == 0 {
+		return core.WorkerID(wi), 0, nil
+	}
+	return core.WorkerID(wi), s.minted[core.WorkerID(wi)][k-1], nil
+}
+
+// forged builds the message of a forge command from its fields.
+func (s *script) forged(kind string, fields []string) (rref.Message, error) {
+	var rr rref.RRefID
+	var fork, parent, child rref.ForkID
+	var fetch uint64
+	var refused bool
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "rref", "fork", "parent", "child":
+			w, x, err := s.id(v)
+			if err != nil {
+				return nil, err
+			}
+			switch k {
+			case "rref":
+				rr = rref.RRefID{Worker: w, Local: x}
+			case "fork":
+				fork = rref.ForkID{Worker: w, Local: x}
+			case "parent":
+				parent = rref.ForkID{Worker: w, Local: x}
+			case "child":
+				child = rref.ForkID{Worker: w, Local: x}
+			}
+		case "fetch":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return nil, err
+			}
+			fetch = n
+		case "refused":
+			refused = v == "true"
+		default:
+			return nil, fmt.Errorf("unknown field %q", k)
+		}
+	}
+	switch kind {
+	case "ForkRequest":
+		return &rref.ForkRequest{RRef: rr, Fork: fork, Parent: parent}, nil
+	case "FetchCall":
+		return &rref.FetchCall{FetchID: fetch, RRef: rr, Fork: fork}, nil
+	case "UserDelete":
+		return &rref.UserDelete{RRef: rr, Fork: fork}, nil
+	case "ChildAccept":
+		return &rref.ChildAccept{RRef: rr, Child: child, Refused: refused}, nil
+	case "ForkAck":
+		return &rref.ForkAck{RRef: rr, Fork: fork, Refused: refused}, nil
+	}
+	return nil, fmt.Errorf("cannot forge %s", kind)
 }
 
 func (s *script) core(w string) *core.Core     { return s.cores[s.ids[w]-1] }
 func (s *script) name(id core.WorkerID) string { return s.names[id-1] }
 
 func (s *script) emit(format string, args ...any) {
-	s.out = append(s.out, fmt.Sprintf(format, args...))
+	s.out = append(s.out, s.short(fmt.Sprintf(format, args...)))
 }
 
 func (s *script) handle(w, x string) core.HandleID { return s.handles[w+"/"+x] }
@@ -119,8 +264,9 @@ func (s *script) run(line string) error {
 			id := core.WorkerID(i + 1)
 			s.names = append(s.names, n)
 			s.ids[n] = id
-			s.cores = append(s.cores, core.New(id))
+			s.cores = append(s.cores, core.New(id, core.WithIDSeed(scriptSeed(id))))
 			s.dead = append(s.dead, false)
+			s.learnIDs(id)
 		}
 		return nil
 	case "new":
@@ -219,7 +365,29 @@ func (s *script) run(line string) error {
 		n := s.core(arg(1)).Counters()
 		s.emit("owners=%d forks=%d pending_users=%d pending_children=%d pending_messages=%d duplicates=%d bad_input=%d illegal=%d",
 			n.Owners, n.Forks, n.PendingUsers, n.PendingChildren, n.PendingMessages, n.Duplicates, n.BadInput, n.Illegal)
+		if n.Awaiting != 0 || n.Charged != 0 || n.Expired != 0 {
+			s.emit("awaiting=%d charged=%d expired=%d", n.Awaiting, n.Charged, n.Expired)
+		}
 		return nil
+	case "forge":
+		m, err := s.forged(arg(3), f[4:])
+		if err != nil {
+			return err
+		}
+		s.emit("%s->%s %s (forged)", arg(1), arg(2), core.FormatMessage(m))
+		s.net = append(s.net, core.Envelope{From: s.ids[arg(1)], To: s.ids[arg(2)], Msg: m})
+		return nil
+	case "tick":
+		n := 1
+		if arg(2) != "" {
+			var err error
+			if n, err = strconv.Atoi(arg(2)); err != nil {
+				return err
+			}
+		}
+		for range n {
+			s.core(arg(1)).Tick()
+		}
 	default:
 		return fmt.Errorf("unknown command %q", f[0])
 	}
@@ -238,7 +406,8 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := &script{ids: map[string]core.WorkerID{}, handles: map[string]core.HandleID{}, returns: map[string]string{}, fetchFor: map[string]string{}}
+			s := &script{ids: map[string]core.WorkerID{}, handles: map[string]core.HandleID{}, returns: map[string]string{}, fetchFor: map[string]string{},
+				alias: map[core.WorkerID]map[uint64]int{}, minted: map[core.WorkerID][]uint64{}}
 			var got []string
 			for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
 				switch {

@@ -19,6 +19,7 @@ func (c *Core) Clone() *Core {
 		oo := *o
 		oo.forks = maps.Clone(o.forks)
 		oo.waiting = slices.Clone(o.waiting)
+		oo.charges = slices.Clone(o.charges)
 		d.owners[id] = &oo
 	}
 	runs := map[*pendingRun]*pendingRun{}
@@ -52,6 +53,8 @@ func (c *Core) Clone() *Core {
 	d.fetches = maps.Clone(c.fetches)
 	d.calls = maps.Clone(c.calls)
 	d.dead = maps.Clone(c.dead)
+	d.awaiting = maps.Clone(c.awaiting)
+	d.charged = maps.Clone(c.charged)
 	d.tombs = c.tombs.clone()
 	d.goneForks = c.goneForks.clone()
 	d.ready = Ready{}
@@ -60,11 +63,14 @@ func (c *Core) Clone() *Core {
 
 // AppendState appends a canonical encoding of the protocol state (not the
 // counters of duplicates and bad input), so equal states encode equally.
+// The id generator is encoded as the count of values drawn from it: cores
+// compared are one core's clones, with one seed.
 func (c *Core) AppendState(b []byte) []byte {
 	u := genrt.AppendUvarint
 	b = u(b, uint64(c.self))
-	b = u(b, c.nextID)
+	b = u(b, c.drawn)
 	b = u(b, c.nextLocal)
+	b = u(b, c.epoch)
 	b = u(b, uint64(len(c.owners)))
 	for _, id := range sortedRRefs(c.owners) {
 		o := c.owners[id]
@@ -84,6 +90,12 @@ func (c *Core) AppendState(b []byte) []byte {
 			b = u(b, uint64(w.from))
 			b = u(b, w.fetchID)
 			b = u(b, uint64(w.handle))
+		}
+		b = u(b, c.awaiting[id]) // the tick it began awaiting in: 0 for any other
+		b = u(b, uint64(len(o.charges)))
+		for _, ch := range o.charges { // sorted by peer
+			b = u(b, uint64(ch.peer))
+			b = u(b, uint64(ch.n))
 		}
 	}
 	b = u(b, uint64(len(c.users)))

@@ -18,6 +18,30 @@
 //     ChildAccept, which the child sends only after the owner's ForkAck.
 //     The creator's release waits for RemoteRet the same way (pending_released).
 //
+// Ids are capabilities. An RRef or fork id is its minting worker and 64 bits
+// from that worker's CSPRNG (see New and WithIDSeed), so a worker that was
+// never given a reference cannot name it, and knowing the id is the right to
+// use it, as a Cap'n Proto sturdy ref or a Ray object id is. The owner checks
+// the rest itself, since a member may be hostile:
+//   - it hands a value to whoever names its RRef (a fetch may overtake the
+//     fetcher's fork request, so the fork need not be known yet), and a fetch
+//     naming an RRef it does not hold is answered deleted or lost, never with
+//     data (one not yet created waits for its creator's RemoteCall, the only
+//     message that creates it); a fetch through a fork another worker holds
+//     is refused;
+//   - a fork request, delete or fetch naming a fork another worker holds is
+//     refused, and the request (and fetch) is answered, so that the real
+//     child of a squatted fork id is lost rather than pending forever. Only
+//     a worker that minted a fork id or was handed the reference (a child
+//     learns its parent's fork id) can know it, and such a worker can keep
+//     the value alive by its own reference anyway. A creator's fork is its
+//     creator's whoever asked first: its RemoteCall proves it;
+//   - what a peer makes it keep for values whose RemoteCall has not arrived
+//     is bounded per peer (DefaultPendingPerPeer) and expires after
+//     DefaultPendingTicks calls of Tick, the one input that measures time.
+//
+// Handle, call and fetch ids are local counters: they never confer a right.
+//
 // A Core is not safe for concurrent use; the agent serialises its inputs.
 package core
 
@@ -42,19 +66,27 @@ type HandleID uint64
 // ErrorKind says why a fetch or call failed.
 type ErrorKind = rref.ErrorKind
 
-// Errors returned for API misuse, matched with errors.Is.
+// Errors returned for API misuse and refused input, matched with errors.Is.
 var (
 	ErrUnknownHandle = errors.New("core: unknown or released handle")
 	ErrHandleLost    = errors.New("core: handle is lost or its owner failed")
 	ErrPeerDead      = errors.New("core: peer is dead")
 	ErrBadInput      = errors.New("core: bad input")
+	// ErrForkHeld: a message names a fork another worker holds (a squatted
+	// or forged fork id). Always a BadInputError.
+	ErrForkHeld = errors.New("core: fork is held by another worker")
+	// ErrPendingLimit: a peer already has its bound of additions to records
+	// awaiting their RemoteCall. Always a BadInputError.
+	ErrPendingLimit = errors.New("core: too many records for values not yet created")
 )
 
-// BadInputError describes a message that was refused without changing state.
+// BadInputError describes a message that was refused without changing state
+// (beyond a refusal sent back, so that an honest sender is not left waiting).
 type BadInputError struct {
 	From WorkerID
 	Code rref.Code
 	Why  string
+	Err  error // ErrForkHeld, ErrPendingLimit, or nil
 }
 
 func (e *BadInputError) Error() string {
@@ -62,6 +94,8 @@ func (e *BadInputError) Error() string {
 }
 
 func (e *BadInputError) Is(target error) bool { return target == ErrBadInput }
+
+func (e *BadInputError) Unwrap() error { return e.Err }
 
 // Envelope is a message with its route.
 type Envelope struct {
@@ -162,6 +196,9 @@ type Counters struct {
 	Duplicates      int // control messages ignored as duplicates
 	BadInput        int // messages refused as malformed or inconsistent
 	Illegal         int // illegal transitions reported by a machine: always 0 in a correct core
+	Awaiting        int // OwnerRRef records awaiting their RemoteCall (counted in Owners too)
+	Charged         int // additions to those records, over all peers (see DefaultPendingPerPeer)
+	Expired         int // records given up by Tick, their RemoteCall never arrived
 }
 
 // Clean reports whether nothing protocol-related is left (L2).
