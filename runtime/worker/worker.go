@@ -508,7 +508,8 @@ func (w *Worker) answer(run core.Run, result []byte, refs []core.HandleID, err e
 // errTimedOut marks a call or fetch failed by the sweeper.
 var errTimedOut = errors.New("worker: call timed out")
 
-// sweep fails calls and fetches past their default deadline.
+// sweep fails calls and fetches past their default deadline, and ticks the
+// core's clock, which expires what it keeps for values never created.
 func (w *Worker) sweep() {
 	t := time.NewTicker(max(w.cfg.CallTimeout/20, 10*time.Millisecond))
 	defer t.Stop()
@@ -521,6 +522,7 @@ func (w *Worker) sweep() {
 			w.mu.Lock()
 			calls, fetches := w.calls.overdue(now), w.fetches.overdue(now)
 			w.mu.Unlock()
+			w.apply(func(c *core.Core) { c.Tick() })
 			for _, ch := range calls {
 				ch <- core.CallResult{Err: rref.ErrorKindTimeout, Message: errTimedOut.Error()}
 			}
