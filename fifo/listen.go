@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// ErrBusy is why a listener closed a connection at once: maxPendingHandshakes
-// handshakes were already in progress. A dialer sees the connection closed
+// ErrBusy is why a listener closed a connection at once: as many
+// handshakes as it runs at once (1024) were already in progress. A dialer sees the connection closed
 // before any answer and may try again.
 var ErrBusy = errors.New("fifo: too many handshakes in progress")
 
@@ -59,8 +59,9 @@ func WithTLS(c *tls.Config) TCPOption {
 // WithRefused has a listener call f with the reason for every connection
 // it drops: garbage, a wrong secret or geometry, a TLS refusal, a silent
 // or half-open connection at the end of the handshake timeout, or ErrBusy.
-// f may be called from several goroutines at once, never after Close has
-// returned, and should return quickly. A dialer ignores it.
+// f may be called from several goroutines at once, and should return
+// quickly; once Close has returned, only an Accept still running may call
+// it. A dialer ignores it.
 func WithRefused(f func(error)) TCPOption {
 	return func(o *tcpOptions) { o.refused = f }
 }
@@ -246,10 +247,10 @@ func (a *acceptor) close() error {
 // TCPListener accepts tcp connections that pass the handshake, and only
 // those: strays, garbage, wrong secrets or geometries, TLS refusals and
 // silent or half-open connections are dropped and counted, each handshake
-// runs on its own goroutine for at most the handshake timeout, and at
-// most maxPendingHandshakes run at once (past that, a new connection is
-// closed at once), so no connection delays another and none can make the
-// listener hold much.
+// runs on its own goroutine for at most the handshake timeout (5 s), and
+// at most 1024 run at once (past that, a new connection is closed at once
+// and counted with ErrBusy), so no connection delays another and strays
+// cannot make the listener hold much.
 type TCPListener struct {
 	a      *acceptor
 	cfg    Config
