@@ -28,7 +28,16 @@ type Config struct {
 	// ping-pong took 10-17 us spinning, 8.4-10 us not, raw TCP 7-9 us).
 	SocketSpin time.Duration
 	Heartbeat  time.Duration // liveness beat (default 50 ms; tcp keepalive probes, in whole seconds)
-	DeadAfter  time.Duration // a peer silent this long is dead (default 1 s; tcp: unacknowledged data, or idle plus probes)
+	// DeadAfter is how long a peer may be silent before it is dead
+	// (default 10 s; shm: no heartbeat; tcp: unacknowledged data, or idle
+	// plus unanswered keepalive probes). A live process can be silent for
+	// seconds: stopped (SIGSTOP, a debugger), descheduled on a loaded
+	// host, or a virtual machine migrating. Choose DeadAfter above the
+	// longest such pause expected, since a peer found dead is fenced for
+	// good and its references are reclaimed, and below how long a dead
+	// peer's references may linger. A process that exits or is killed is
+	// noticed at once over tcp (the kernel closes its socket).
+	DeadAfter time.Duration
 
 	// Exclusive promises that at most one goroutine sends (Send, TrySend)
 	// and at most one receives (Recv, RecvFunc, Poll) at a time on this end,
@@ -86,10 +95,14 @@ func (c *Config) withDefaults() (Config, error) {
 		d.Heartbeat = 50 * time.Millisecond
 	}
 	if d.DeadAfter == 0 {
-		d.DeadAfter = time.Second
+		d.DeadAfter = DefaultDeadAfter
 	}
 	return d, nil
 }
+
+// DefaultDeadAfter tolerates pauses of several seconds: with 1 s, a user
+// stopped for 3 s had every value it held freed by its owner.
+const DefaultDeadAfter = 10 * time.Second
 
 // DefaultMaxMessage is the largest message when Config.MaxMessage is 0: a
 // shared-memory connection maps BulkSlots slots of this size each way.

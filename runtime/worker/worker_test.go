@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rrefkit/rref/fifo"
 	"go.uber.org/goleak"
 )
 
@@ -27,6 +28,8 @@ func TestMain(m *testing.M) {
 			os.Exit(runIdle(spec))
 		case "partition":
 			os.Exit(runPartitioned(spec))
+		case "holder":
+			os.Exit(runHolder(spec))
 		case "member":
 			os.Exit(runMember(spec, os.Getenv("RREF_WORKER_SELF")))
 		}
@@ -616,7 +619,7 @@ func TestPartitionDetected(t *testing.T) {
 func runIdle(spec string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w, err := Start(ctx, "A", parseSpec(spec), secret, Config{Logger: quiet,
+	w, err := Start(ctx, "A", parseSpec(spec), secret, Config{Logger: quiet, FIFO: fifo.Config{DeadAfter: 2 * time.Second},
 		Setup: func(w *Worker) {
 			Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
 		}})
@@ -634,7 +637,8 @@ func runIdle(spec string) int {
 func runPartitioned(spec string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w, err := Start(ctx, "B", parseSpec(spec), secret, Config{Logger: quiet})
+	// A short liveness bound: this test is about noticing the cut at all.
+	w, err := Start(ctx, "B", parseSpec(spec), secret, Config{Logger: quiet, FIFO: fifo.Config{DeadAfter: 2 * time.Second}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "partitioned:", err)
 		return 2
