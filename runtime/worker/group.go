@@ -95,15 +95,15 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	acceptCtx, stopAccepting := context.WithCancel(ctx)
 	defer stopAccepting()
 	errc := make(chan error, 1)
-	var ln net.Listener
+	var tl *fifo.TCPListener
 	fail := func(err error) (*Worker, error) {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%s)", err, w.missing())
 		}
 		// The acceptor attaches connections: it must be gone before Close.
 		stopAccepting()
-		if ln != nil {
-			ln.Close()
+		if tl != nil {
+			tl.Close()
 		}
 		if accepting {
 			<-errc
@@ -119,15 +119,24 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		}
 	}
 	if needAccept > 0 && !isSHM(myAddr) {
-		var err error
-		if ln, err = net.Listen("tcp", myAddr); err != nil {
+		ln, err := net.Listen("tcp", myAddr)
+		if err != nil {
 			return fail(fmt.Errorf("worker: listen on %s: %w", myAddr, err))
 		}
-		defer ln.Close()
+		// Strays, garbage and wrong secrets are dropped by the listener,
+		// each handshake on its own goroutine, and logged here.
+		tl, err = fifo.NewTCPListener(ln, secret, w.cfg.FIFO, append(w.tcpOptions(), fifo.WithRefused(func(err error) {
+			w.cfg.Logger.Warn("rref connection refused", "worker", w.name, "err", err)
+		}))...)
+		if err != nil {
+			ln.Close()
+			return fail(err)
+		}
+		defer tl.Close()
 	}
 	if needAccept > 0 {
 		accepting = true
-		go func() { errc <- w.acceptMembers(acceptCtx, ln, secret, me, needAccept) }()
+		go func() { errc <- w.acceptMembers(acceptCtx, tl, me, needAccept) }()
 	}
 	for j := range peers {
 		if j == me {
@@ -152,7 +161,7 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		if j > me {
 			continue // it dials us
 		}
-		conn, err := dialRetry(ctx, peers[j].Addr, secret, w.cfg.FIFO)
+		conn, err := dialRetry(ctx, peers[j].Addr, secret, w.cfg.FIFO, w.tcpOptions()...)
 		if err != nil {
 			return fail(fmt.Errorf("worker: connect to %s: %w", peers[j].Name, err))
 		}
@@ -179,18 +188,23 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	return w, nil
 }
 
+// tcpOptions are the options of this worker's tcp connections.
+func (w *Worker) tcpOptions() []fifo.TCPOption {
+	if w.cfg.TLS != nil {
+		return []fifo.TCPOption{fifo.WithTLS(w.cfg.TLS)}
+	}
+	return nil
+}
+
 // acceptMembers accepts the n members listed after this one (index me).
-// A connection that fails the handshake, or introduces itself wrongly, is
-// refused and logged, and accepting goes on: a stray must not stop a group.
-func (w *Worker) acceptMembers(ctx context.Context, ln net.Listener, secret []byte, me, n int) error {
+// A member that introduces itself wrongly is refused and logged, and
+// accepting goes on (the listener already drops strays): nothing from
+// outside the group must stop it.
+func (w *Worker) acceptMembers(ctx context.Context, tl *fifo.TCPListener, me, n int) error {
 	for n > 0 {
-		conn, err := fifo.AcceptTCP(ctx, ln, secret, w.cfg.FIFO)
+		conn, err := tl.Accept(ctx)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("worker: not every peer connected: %w", err)
-			}
-			w.cfg.Logger.Warn("rref connection refused", "worker", w.name, "err", err)
-			continue
+			return fmt.Errorf("worker: not every peer connected: %w", err)
 		}
 		id, err := readHello(ctx, conn, len(w.names))
 		switch {
@@ -292,10 +306,10 @@ func readHello(ctx context.Context, conn *fifo.Conn, n int) (int, error) {
 
 // dialRetry dials until the peer listens or ctx ends: members of a group
 // start in any order.
-func dialRetry(ctx context.Context, addr string, secret []byte, cfg fifo.Config) (*fifo.Conn, error) {
+func dialRetry(ctx context.Context, addr string, secret []byte, cfg fifo.Config, opts ...fifo.TCPOption) (*fifo.Conn, error) {
 	wait := time.Millisecond
 	for {
-		conn, err := fifo.DialTCP(ctx, addr, secret, cfg)
+		conn, err := fifo.DialTCP(ctx, addr, secret, cfg, opts...)
 		if err == nil || errors.Is(err, fifo.ErrAuth) || ctx.Err() != nil {
 			return conn, err
 		}

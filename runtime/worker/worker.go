@@ -12,6 +12,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,14 @@ type Config struct {
 	// probes every FIFO.Heartbeat go unanswered, or sent data stays
 	// unacknowledged), as a closed or reset connection is at once.
 	FIFO fifo.Config
+	// TLS, when set, runs every tcp connection of Start inside mutual TLS
+	// 1.3 (see fifo.WithTLS): Certificates holds this member's certificate,
+	// RootCAs and ClientCAs the group's authority, and ClientAuth should be
+	// tls.RequireAndVerifyClientCert. The group secret is still checked,
+	// bound to the TLS session. Between hosts on an untrusted network, set
+	// it: without TLS, traffic after the handshake is neither private nor
+	// authenticated.
+	TLS *tls.Config
 	// Logger receives protocol errors and peer failures (default slog.Default()).
 	Logger *slog.Logger
 	// Setup, when set, runs on each new worker before any peer is connected:
