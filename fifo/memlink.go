@@ -3,6 +3,7 @@ package fifo
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,33 @@ type memLink struct {
 	lastSeen   atomic.Int64 // unix nanos when the beat last changed
 	dead       atomic.Bool
 	closeOnce  sync.Once
+	// watch is the socket a shared-memory connection was handed over on,
+	// kept open for its life: the kernel closes it when the peer's process
+	// ends, however it ends, so a killed peer is dead at once, while one
+	// that is only paused (its socket open) has DeadAfter to beat again.
+	watch   net.Conn
+	deadWhy atomic.Pointer[error]
+}
+
+// watchPeer watches nc for the end of the peer's process (see watch).
+func (l *memLink) watchPeer(nc net.Conn) {
+	l.watch = nc
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		var b [1]byte
+		for {
+			if _, err := nc.Read(b[:]); err != nil {
+				break // EOF: the peer's process has gone (or shutdown closed nc)
+			}
+		}
+		if !l.closed.Load() {
+			err := fmt.Errorf("%w: its process ended", ErrPeerDead)
+			l.deadWhy.CompareAndSwap(nil, &err)
+			l.dead.Store(true)
+			l.wakeSelf() // a parked receiver learns at once
+		}
+	}()
 }
 
 func newMemLink(cfg Config, tx, rx *ring, txb, rxb *bulk, heartbeat bool, unmap func() error) *memLink {
@@ -265,6 +293,9 @@ func (l *memLink) failed() error {
 		return errPeerClosed
 	}
 	if l.dead.Load() {
+		if p := l.deadWhy.Load(); p != nil {
+			return *p
+		}
 		return ErrPeerDead
 	}
 	return nil
@@ -296,6 +327,9 @@ func (l *memLink) shutdown() {
 		l.wakePeer()
 		l.wakeSelf()
 		close(l.stop)
+		if l.watch != nil {
+			l.watch.Close() // after the closed flag: the peer sees a close, not a death
+		}
 	})
 }
 

@@ -131,12 +131,20 @@ func socketListed(t *testing.T, addr string) bool {
 		t.Skip("no /proc/net/unix:", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
+		// Only a listening socket (flag __SO_ACCEPTCON) holds the name: a
+		// connection accepted on it, which a live end keeps open to watch
+		// its peer, is listed under the same name.
 		if f := strings.Fields(line); len(f) >= 8 && f[len(f)-1] == addr {
-			return true
+			if flags, err := strconv.ParseUint(f[3], 16, 32); err == nil && flags&soAcceptCon != 0 {
+				return true
+			}
 		}
 	}
 	return false
 }
+
+// soAcceptCon is the listening flag in /proc/net/unix's Flags column.
+const soAcceptCon = 0x10000
 
 // noLeftovers checks that nothing named after the connection is left
 // under /dev/shm and that its socket is gone.
@@ -660,5 +668,37 @@ func BenchmarkHandshakeSHM(b *testing.B) {
 		}
 		d.Close()
 		(<-acc).Close()
+	}
+}
+
+// TestSHMKillNoticedAtOnce: with a liveness bound long enough to ride out
+// pauses, a killed peer is still dead at once: its hand-over socket, kept
+// open, closes with its process. A paused peer keeps it open.
+func TestSHMKillNoticedAtOnce(t *testing.T) {
+	const deadAfter = time.Minute // the heartbeat alone would take this long
+	name := shmName(t, "kill-at-once")
+	cfg := Config{Cells: 256, DeadAfter: deadAfter}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p := startSHMPeer(t, "dial", name)
+	c, err := ListenSHM(ctx, name, secret, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.attached(t)
+	echoThrough(t, c)
+	p.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(300 * time.Millisecond)
+	if err := c.Send(ctx, []byte("still there?")); err != nil {
+		t.Fatalf("a paused peer was taken for dead: %v", err)
+	}
+	start := time.Now()
+	p.kill(t)
+	if _, err := c.Recv(ctx, nil); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("Recv after the peer was killed: %v", err)
+	}
+	if d := time.Since(start); d > deadAfter/2 {
+		t.Fatalf("a killed peer noticed only after %v", d)
 	}
 }

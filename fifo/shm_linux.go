@@ -134,8 +134,9 @@ func handOver(p *pending, name string, secret []byte, c Config) (_ *Conn, err er
 		unmap()
 		return nil, fmt.Errorf("fifo: shared memory %q: hand-over to %s: %w", name, p.peer, err)
 	}
-	p.conn.Close()
-	return newConn(newMemLink(c, tx, rx, txb, rxb, true, unmap), c), nil
+	l := newMemLink(c, tx, rx, txb, rxb, true, unmap)
+	l.watchPeer(p.conn) // kept open: its end is the peer's death
+	return newConn(l, c), nil
 }
 
 // newSegment creates a sealed memfd of size bytes.
@@ -218,7 +219,12 @@ func dialSHMOnce(ctx context.Context, addr, name string, secret []byte, c Config
 	if err != nil {
 		return nil, fmt.Errorf("fifo: shared memory %q: dial: %w", name, err)
 	}
-	defer nc.Close()
+	kept := false
+	defer func() {
+		if !kept {
+			nc.Close()
+		}
+	}()
 	uc := nc.(*net.UnixConn)
 	cred, err := peerCred(uc)
 	if err != nil {
@@ -237,6 +243,8 @@ func dialSHMOnce(ctx context.Context, addr, name string, secret []byte, c Config
 	if err != nil {
 		return nil, err
 	}
+	conn.l.(*memLink).watchPeer(nc) // kept open: its end is the peer's death
+	kept = true
 	return conn, nil
 }
 
