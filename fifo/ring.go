@@ -1,6 +1,5 @@
 // Package fifo is a sender-managed remote FIFO transport with static credit
-// flow control, after "A remote-FIFO transport with credit flow control"
-// (shared/SEEDS.md, part 2).
+// flow control.
 //
 // A connection is two one-way rings, one per direction. Each ring is a region
 // of N cells of 64 bytes owned by its sender: the sender copies a message into
