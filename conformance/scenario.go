@@ -1,4 +1,4 @@
-// Package conformance runs scenario files (see shared/CONFORMANCE.md) against
+// Package conformance runs scenario files (the corpus is testdata/) against
 // the pure protocol core in a simulated network whose scheduler may deliver
 // any in-flight message next, explores the interleavings, and checks the
 // invariants S1-S5 and L1-L2 declared in the RRef spec on every step.

@@ -33,7 +33,7 @@ type jsonRow struct {
 
 func runConformance(env *Env, args []string) int {
 	fs := newFlags(env, "conformance", "[flags] [file or folder ...]", `
-Runs scenario files (shared/CONFORMANCE.md) against the protocol core in a
+Runs scenario files (the corpus: conformance/testdata) against the protocol core in a
 simulated network that may deliver any in-flight message next. By default it
 explores every interleaving of the embedded corpus, with state hashing. A
 failure prints the violated invariant, the shortest failing schedule found and
