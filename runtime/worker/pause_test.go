@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,12 +18,9 @@ const pauseFor = 2500 * time.Millisecond
 // runHolder is worker B of TestPauseKeepsReferences: it keeps the RRefs it
 // is given, fetches them all when asked, and drops them.
 func runHolder(spec string) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	var mu sync.Mutex
 	var held []*RRef[int]
-	bye := make(chan struct{})
-	setup := func(w *Worker) {
+	return serveAsB("holder", spec, func(w *Worker) {
 		Register(w, "hold", func(ctx context.Context, r *RRef[int]) (int, error) {
 			mu.Lock()
 			held = append(held, r.Keep())
@@ -53,25 +49,7 @@ func runHolder(spec string) int {
 			held = nil
 			return 0, nil
 		})
-		Register(w, "bye", func(ctx context.Context, _ int) (int, error) { close(bye); return 0, nil })
-	}
-	w, err := Start(ctx, "B", parseSpec(spec), secret, Config{Logger: quiet, Setup: setup})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "holder:", err)
-		return 2
-	}
-	select {
-	case <-bye:
-	case <-ctx.Done():
-		return 3
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := w.Shutdown(sctx); err != nil {
-		fmt.Fprintln(os.Stderr, "holder:", err)
-		return 1
-	}
-	return 0
+	})
 }
 
 // TestPauseKeepsReferences stops a user process (SIGSTOP) for longer than

@@ -299,23 +299,26 @@ func peersFor(transport string) []Peer {
 // runPeer is worker B in another process: it serves until A says bye, then
 // shuts down gracefully and exits 1 on a leak.
 func runPeer(spec string) int {
-	var peers []Peer
-	for _, p := range strings.Split(spec, ";") {
-		name, addr, _ := strings.Cut(p, "=")
-		peers = append(peers, Peer{Name: name, Addr: addr})
-	}
+	return serveAsB("peer", spec, func(w *Worker) {
+		Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		Register(w, "fetch", func(ctx context.Context, r *RRef[int]) (int, error) { return r.ToHere(ctx) })
+	})
+}
+
+// serveAsB is worker B in a process of its own: it registers setup's
+// functions and "bye" before any peer connects (A may call the moment it
+// can), serves until A calls bye, then shuts down gracefully. Exit codes:
+// 0 clean, 1 leak, 2 no start, 3 no bye in time.
+func serveAsB(role, spec string, setup func(w *Worker)) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bye := make(chan struct{})
-	setup := func(w *Worker) {
-		Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
-		Register(w, "fetch", func(ctx context.Context, r *RRef[int]) (int, error) { return r.ToHere(ctx) })
+	w, err := Start(ctx, "B", parseSpec(spec), secret, Config{Logger: quiet, Setup: func(w *Worker) {
+		setup(w)
 		Register(w, "bye", func(ctx context.Context, _ int) (int, error) { close(bye); return 0, nil })
-	}
-	// Registered before any peer connects: A may call the moment it can.
-	w, err := Start(ctx, "B", peers, secret, Config{Logger: quiet, Setup: setup})
+	}})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "peer:", err)
+		fmt.Fprintln(os.Stderr, role+":", err)
 		return 2
 	}
 	select {
@@ -326,7 +329,7 @@ func runPeer(spec string) int {
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	if err := w.Shutdown(sctx); err != nil {
-		fmt.Fprintln(os.Stderr, "peer:", err)
+		fmt.Fprintln(os.Stderr, role+":", err)
 		return 1
 	}
 	return 0
