@@ -1,0 +1,164 @@
+package soak
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A round's plan (which members are tcp or shm, which faults strike whom
+// and when) comes from the seed and the round's number alone, so a round
+// is the same whenever it runs, and -from replays one round of a long run.
+// The traffic's values come from the seed too (see ops.go); what no seed
+// fixes is the interleaving, which is the point of running for hours.
+
+// planStream separates the plans' random streams from the traffic's.
+const planStream = 0x5eed_91a7
+
+// Per-round fault counts beyond the first round (the first has one of each
+// kind selected, so even a one-round run exercises every kind).
+const (
+	maxStopsPerRound  = 3
+	maxResetsPerRound = 2
+	// killChanceOutOf: a round after the first has kills with probability
+	// 3/4, so some rounds check that a clean group fails nothing at all.
+	killChanceOutOf = 4
+)
+
+// Where in a round's traffic faults may strike, as fractions of it: late
+// enough that traffic is under way, early enough that the group is seen
+// to keep working after a kill.
+const (
+	faultFrom  = 0.10
+	killUntil  = 0.70
+	resetUntil = 0.80
+	// stopShare caps a stop at this share of the round, so short rounds
+	// (tests) still have traffic around a stop.
+	stopShare = 0.40
+)
+
+// maxKills is how many members one round may kill: at least one, and
+// never so many that fewer than half of the group is left to work.
+func maxKills(n int) int { return max(1, (n-2)/2) }
+
+type faultEvent struct {
+	at     time.Duration // from the start of traffic
+	kind   string        // FaultStop, FaultKill, FaultReset, or evCont
+	member int           // stop, cont, kill
+	dur    time.Duration // stop
+	link   [2]int        // reset: the two members, lower first
+}
+
+// evCont resumes a stopped member.
+const evCont = "cont"
+
+type roundPlan struct {
+	round   int
+	traffic time.Duration
+	shm     []bool // member i joins the round's shm group
+	events  []faultEvent
+}
+
+func (p roundPlan) tcpLink(i, j int) bool { return !(p.shm[i] && p.shm[j]) }
+
+func plan(o Options, round int) roundPlan {
+	rng := rand.New(rand.NewPCG(o.Seed, mix(uint64(round))^planStream))
+	n := o.Members
+	p := roundPlan{round: round, traffic: o.RoundTraffic, shm: make([]bool, n)}
+	switch o.Transport {
+	case TransportSHM:
+		for i := range p.shm {
+			p.shm[i] = true
+		}
+	case TransportMixed:
+		// tcp members first: worker.Start has the earlier member of a pair
+		// accept over tcp, which an shm-only member cannot.
+		tcp := 1 + rng.IntN(n-1)
+		for i := tcp; i < n; i++ {
+			p.shm[i] = true
+		}
+	}
+	T := float64(p.traffic)
+	at := func(from, until float64) time.Duration {
+		return time.Duration(T * (from + rng.Float64()*(until-from)))
+	}
+	if slices.Contains(o.Faults, FaultKill) {
+		k := 1
+		if round > 1 {
+			k = 0
+			if rng.IntN(killChanceOutOf) != 0 {
+				k = 1 + rng.IntN(maxKills(n))
+			}
+		}
+		for _, m := range rng.Perm(n)[:k] {
+			p.events = append(p.events, faultEvent{at: at(faultFrom, killUntil), kind: FaultKill, member: m})
+		}
+	}
+	if slices.Contains(o.Faults, FaultStop) {
+		k := 1
+		if round > 1 {
+			k = rng.IntN(maxStopsPerRound + 1)
+		}
+		longest := min(MaxStop, time.Duration(T*stopShare))
+		for range k {
+			d := MinStop + time.Duration(rng.Int64N(int64(longest-MinStop)+1))
+			latest := max(time.Duration(T*faultFrom), p.traffic-d-time.Duration(T*faultFrom))
+			start := time.Duration(T*faultFrom) + time.Duration(rng.Int64N(int64(latest-time.Duration(T*faultFrom))+1))
+			m := rng.IntN(n)
+			p.events = append(p.events, faultEvent{at: start, kind: FaultStop, member: m, dur: d},
+				faultEvent{at: start + d, kind: evCont, member: m})
+		}
+	}
+	if slices.Contains(o.Faults, FaultReset) {
+		var links [][2]int
+		for i := range n {
+			for j := i + 1; j < n; j++ {
+				if p.tcpLink(i, j) {
+					links = append(links, [2]int{i, j})
+				}
+			}
+		}
+		k := 1
+		if round > 1 {
+			k = rng.IntN(maxResetsPerRound + 1)
+		}
+		for range k {
+			if len(links) > 0 {
+				p.events = append(p.events, faultEvent{at: at(faultFrom, resetUntil), kind: FaultReset, link: links[rng.IntN(len(links))]})
+			}
+		}
+	}
+	slices.SortStableFunc(p.events, func(a, b faultEvent) int { return cmp.Compare(a.at, b.at) })
+	return p
+}
+
+// describe is the plan in one line, as the round's progress prints it.
+func (p roundPlan) describe(names []string) string {
+	var tcp, shm int
+	for _, s := range p.shm {
+		if s {
+			shm++
+		} else {
+			tcp++
+		}
+	}
+	var parts []string
+	for _, e := range p.events {
+		s := e.at.Round(time.Millisecond).String()
+		switch e.kind {
+		case FaultStop:
+			parts = append(parts, fmt.Sprintf("stop %s@%s for %s", names[e.member], s, e.dur.Round(time.Millisecond)))
+		case FaultKill:
+			parts = append(parts, fmt.Sprintf("kill %s@%s", names[e.member], s))
+		case FaultReset:
+			parts = append(parts, fmt.Sprintf("reset %s-%s@%s", names[e.link[0]], names[e.link[1]], s))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no faults")
+	}
+	return fmt.Sprintf("%d tcp + %d shm members, %s traffic, %s", tcp, shm, p.traffic, strings.Join(parts, ", "))
+}

@@ -1,0 +1,349 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/rrefkit/rref/runtime/worker"
+)
+
+func TestMain(m *testing.M) {
+	// The members of the tests' groups are this test binary again.
+	if IsMember() {
+		os.Exit(ServeMember())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// testCommand starts members as this test binary, running no test.
+var testCommand = []string{os.Args[0], "-test.run=^$"}
+
+// Test sizes: a few seconds per group, so the package stays well under a
+// minute with -race on 2 cores, where race-enabled members run 5-10x slower.
+const (
+	testTraffic = 3 * time.Second
+	// testMinOps is far below what a round does (thousands without -race,
+	// hundreds with it) and far above what a stuck group does.
+	testMinOps = 100
+)
+
+func testOptions(transport string, faults ...string) Options {
+	if faults == nil {
+		faults = []string{}
+	}
+	return Options{Members: MinMembers, Transport: transport, Faults: faults, Rounds: 1, RoundTraffic: testTraffic,
+		Seed: 1, Command: testCommand, Progress: func(string) {}}
+}
+
+func runSoak(t *testing.T, o Options) *Report {
+	t.Helper()
+	o.Progress = func(s string) { t.Log(s) }
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func describe(rep *Report) string {
+	var b bytes.Buffer
+	rep.WriteText(&b)
+	return b.String()
+}
+
+// TestStopAndKill runs one round of 3 members over each transport with a
+// stop and a kill: nothing may be wrong, hang, leak or fail unexpectedly,
+// and the traffic and the faults must really have happened.
+func TestStopAndKill(t *testing.T) {
+	for _, transport := range []string{TransportTCP, TransportSHM, TransportMixed} {
+		t.Run(transport, func(t *testing.T) {
+			rep := runSoak(t, testOptions(transport, FaultStop, FaultKill))
+			if !rep.OK() {
+				t.Fatalf("the soak failed:\n%s", describe(rep))
+			}
+			if rep.Rounds != 1 {
+				t.Errorf("%d rounds, want 1", rep.Rounds)
+			}
+			if rep.TotalOK() < testMinOps {
+				t.Errorf("%d operations ok, want at least %d:\n%s", rep.TotalOK(), testMinOps, describe(rep))
+			}
+			for _, f := range []string{FaultStop, FaultKill} {
+				if rep.Faults[f] < 1 {
+					t.Errorf("%d %s faults injected, want at least 1", rep.Faults[f], f)
+				}
+			}
+			if rep.OKAfterKill == 0 {
+				t.Errorf("no operation completed after the kill: the group stopped working")
+			}
+			for _, k := range allOps {
+				if rep.Ops[k].OK == 0 {
+					t.Errorf("no %s operation completed", k)
+				}
+			}
+			for _, k := range allPrims {
+				if rep.Calls[k] == 0 {
+					t.Errorf("no %s made", k)
+				}
+			}
+		})
+	}
+}
+
+// TestDetects proves the harness sees each kind of failure: a member that
+// misbehaves once must make its counter positive and the run fail.
+func TestDetects(t *testing.T) {
+	for _, tc := range []struct {
+		inject  string
+		counter func(*Report) int
+		adjust  func(*Options)
+	}{
+		{InjectWrong, func(r *Report) int { return r.Wrong }, nil},
+		{InjectFail, func(r *Report) int { return r.Unexpected }, nil},
+		{InjectHang, func(r *Report) int { return r.Hung }, func(o *Options) {
+			// No stops here, so a short deadline is safe; the hang outlasts it.
+			o.OpDeadline = time.Second
+			o.HangFor = 2 * time.Second
+		}},
+		{InjectLeak, func(r *Report) int { return r.Leaked }, func(o *Options) {
+			o.ShutdownTimeout = time.Second // a leak holds Shutdown to its timeout
+		}},
+	} {
+		t.Run(tc.inject, func(t *testing.T) {
+			o := testOptions(TransportTCP)
+			o.RoundTraffic = MinRoundTraffic
+			o.Inject = tc.inject
+			if tc.adjust != nil {
+				tc.adjust(&o)
+			}
+			rep := runSoak(t, o)
+			if tc.counter(rep) == 0 || rep.OK() {
+				t.Fatalf("injected %s, and the report does not show it:\n%s", tc.inject, describe(rep))
+			}
+			if rep.TotalOK() == 0 {
+				t.Errorf("no traffic besides the injection")
+			}
+		})
+	}
+}
+
+// TestCommandExitStatus: the command's exit status is 1 when a value is
+// wrong, and the report says why.
+func TestCommandExitStatus(t *testing.T) {
+	o := testOptions(TransportTCP)
+	o.RoundTraffic = MinRoundTraffic
+	o.Inject = InjectWrong
+	var stdout, stderr bytes.Buffer
+	if st := Command(context.Background(), &stdout, &stderr, Flags{Options: o}); st != exitFail {
+		t.Errorf("exit status %d with a wrong value, want %d", st, exitFail)
+	}
+	out := stdout.String()
+	for _, want := range []string{"WRONG", "FAIL", "reproduce: rrefgen soak", "add on"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "seed 1") {
+		t.Errorf("the seed is not printed first: %q", stderr.String())
+	}
+}
+
+// TestFlags: bad flags are usage errors, never panics; good ones parse.
+func TestFlags(t *testing.T) {
+	parse := func(args ...string) (Flags, error) {
+		fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		finish := BindFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			return Flags{}, fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		return finish()
+	}
+	for _, args := range [][]string{
+		{"-n", "2"}, {"-n", "9"}, {"-n", "0"}, {"-transport", "udp"}, {"-faults", "stop,explode"},
+		{"-faults", "reset", "-transport", "shm"}, {"-d", "0s"}, {"-d", "-1m"}, {"-round", "10ms"},
+		{"-clients", "0"}, {"-deadline", "0s"}, {"-deadline", "1s"}, {"-rounds", "-1"}, {"-from", "0"},
+		{"extra"}, {"-n", "many"},
+	} {
+		if _, err := parse(args...); !errors.Is(err, ErrUsage) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		} else if !strings.HasPrefix(err.Error(), "soak: ") {
+			t.Errorf("%q: %q lacks the package prefix", args, err)
+		}
+	}
+	fl, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl.Members != DefaultMembers || fl.Transport != TransportTCP || !slices.Equal(fl.Faults, DefaultFaults) || fl.Duration != DefaultDuration {
+		t.Errorf("defaults: %+v", fl.Options)
+	}
+	if slices.Contains(fl.Faults, FaultReset) {
+		t.Errorf("reset is in the default faults")
+	}
+	fl, err = parse("-n", "8", "-transport", "mixed", "-faults", "kill,reset,kill", "-seed", "42", "-rounds", "3", "-json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl.Members != 8 || fl.Transport != TransportMixed || !slices.Equal(fl.Faults, []string{FaultKill, FaultReset}) ||
+		fl.Seed != 42 || fl.Rounds != 3 || !fl.JSON {
+		t.Errorf("parsed: %+v", fl)
+	}
+	if fl, err = parse("-faults", "none"); err != nil || len(fl.Faults) != 0 {
+		t.Errorf("-faults none: %v %v", fl.Faults, err)
+	}
+}
+
+// TestPlan: a round's plan follows from the seed and the round alone, the
+// first round has every fault kind selected, and every fault fits its
+// bounds.
+func TestPlan(t *testing.T) {
+	o := Options{Members: 6, Transport: TransportMixed, Faults: allFaults, Seed: 99}.withDefaults()
+	for round := 1; round <= 50; round++ {
+		p := plan(o, round)
+		if q := plan(o, round); fmt.Sprint(p) != fmt.Sprint(q) {
+			t.Fatalf("round %d planned twice: %v, then %v", round, p, q)
+		}
+		seenTCP := false
+		for i, s := range p.shm {
+			if !s {
+				if i > 0 && p.shm[i-1] {
+					t.Fatalf("round %d: a tcp member after an shm one: %v", round, p.shm)
+				}
+				seenTCP = true
+			}
+		}
+		if !seenTCP || !p.shm[len(p.shm)-1] {
+			t.Errorf("round %d: mixed without both kinds: %v", round, p.shm)
+		}
+		kinds := map[string]int{}
+		for _, e := range p.events {
+			kinds[e.kind]++
+			if e.at < 0 || e.at > p.traffic {
+				t.Errorf("round %d: %s at %v, outside the traffic", round, e.kind, e.at)
+			}
+			if e.kind == FaultStop && (e.dur < MinStop || e.dur > MaxStop || e.at+e.dur > p.traffic) {
+				t.Errorf("round %d: a stop of %v at %v", round, e.dur, e.at)
+			}
+			if e.kind == FaultReset && !p.tcpLink(e.link[0], e.link[1]) {
+				t.Errorf("round %d: a reset of shm link %v", round, e.link)
+			}
+		}
+		if kinds[FaultKill] > maxKills(o.Members) {
+			t.Errorf("round %d: %d kills", round, kinds[FaultKill])
+		}
+		if round == 1 {
+			for _, f := range allFaults {
+				if kinds[f] == 0 {
+					t.Errorf("round 1 has no %s", f)
+				}
+			}
+		}
+	}
+	other := o
+	other.Seed++
+	if fmt.Sprint(plan(o, 2)) == fmt.Sprint(plan(other, 2)) {
+		t.Errorf("seeds %d and %d plan round 2 alike", o.Seed, other.Seed)
+	}
+}
+
+// TestClassify: errors as the runtime returns them, directly and carried
+// back as text from further down a chain.
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: gone", worker.ErrPeerFailed), classPeer},
+		{worker.ErrOwnerFailed, classPeer},
+		{worker.ErrLost, classPeer},
+		{&worker.UserError{Function: fnForward, Message: "soak: forward to m2: " + worker.ErrPeerFailed.Error() + ": x"}, classPeer},
+		{context.DeadlineExceeded, classHung},
+		{&worker.UserError{Function: fnFetch, Message: markHung + " fetch from m1: context deadline exceeded"}, classHung},
+		{expect(1, 2, "x"), classWrong},
+		{&worker.UserError{Function: fnClone, Message: expect(1, 2, "clone").Error()}, classWrong},
+		{worker.ErrDeleted, classOther},
+		{worker.ErrUnknownFunction, classOther},
+		{errors.New("soak: injected failure"), classOther},
+	} {
+		if got := classify(tc.err); got != tc.want {
+			t.Errorf("classify(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestRelayReset: a reset breaks the connection through the relay on both
+// sides at once, and the relay takes a new connection to the same address.
+func TestRelayReset(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	upErrs := make(chan error, 4)
+	wg.Add(1)
+	go func() { // an echo server, reporting how each connection ended
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_, err := io.Copy(c, c)
+				upErrs <- err
+			}()
+		}
+	}()
+	defer func() { ln.Close(); wg.Wait() }()
+	rl, err := newRelay(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.close()
+	echo := func() net.Conn {
+		c, err := net.Dial("tcp", rl.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 5)
+		if _, err := c.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("through the relay: %q, %v", buf, err)
+		}
+		return c
+	}
+	c := echo()
+	if n := rl.reset(); n != 1 {
+		t.Fatalf("reset broke %d connections, want 1", n)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil || !strings.Contains(err.Error(), "reset") {
+		t.Errorf("the dialer's side after a reset: %v, want a connection reset", err)
+	}
+	c.Close()
+	if err := <-upErrs; err == nil || !strings.Contains(err.Error(), "reset") {
+		t.Errorf("the listener's side after a reset: %v, want a connection reset", err)
+	}
+	echo().Close() // the same address again
+	if err := <-upErrs; err != nil {
+		t.Errorf("a clean close through the relay: %v", err)
+	}
+}
