@@ -71,7 +71,13 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 }
 
 // Return answers a RunCall. refs are handles this worker returns to the caller.
+// A caller that died while its function ran gets nothing: its reply would be
+// dropped, and a child forked for it would stay pinned (or, on the owner,
+// counted) with nobody left to answer.
 func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID, errKind ErrorKind, msg string) error {
+	if c.dead[to] {
+		return nil
+	}
 	if err := c.checkPassable(refs); err != nil {
 		return err
 	}
