@@ -262,11 +262,11 @@ func TestTCPReplayedHandshakeRefused(t *testing.T) {
 		c, _ := l.Accept(ctx)
 		accepted <- c
 	}()
-	nc, err := dialHandshake(ctx, rec, addr, secret, mustDefaults(Config{}), tcpOptionsOf(nil))
+	nc, res, err := dialHandshake(ctx, rec, addr, secret, mustDefaults(Config{}), tcpOptionsOf(nil), sessionID{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	member := newTCPConn(nc, raw, mustDefaults(Config{}))
+	member := newTCPConn(nc, raw, mustDefaults(Config{}), res)
 	defer member.Close()
 	c := <-accepted
 	defer c.Close()

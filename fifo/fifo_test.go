@@ -81,7 +81,30 @@ func tcpPair(t testing.TB, cfg Config) (*Conn, *Conn) {
 	return a, b
 }
 
-var providers = map[string]pairFunc{"mem": memPair, "shm": shmPair, "tcp": tcpPair}
+// tcpResumablePair connects through a TCPListener, which keeps sessions:
+// its connections keep what a resume needs (the tx image, rendezvous
+// copies), on every path the other tests take.
+func tcpResumablePair(t testing.TB, cfg Config) (*Conn, *Conn) {
+	l := listen(t, cfg)
+	t.Cleanup(func() { l.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var a *Conn
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a, err = l.Accept(ctx)
+	}()
+	b, derr := DialTCP(ctx, l.Addr().String(), secret, cfg)
+	<-done
+	if err != nil || derr != nil {
+		t.Fatal(err, derr)
+	}
+	return a, b
+}
+
+var providers = map[string]pairFunc{"mem": memPair, "shm": shmPair, "tcp": tcpPair, "tcp-resumable": tcpResumablePair}
 
 // modes is every provider, and each again with Config.Exclusive set on both
 // ends, for tests where one goroutine sends and one receives per end.
@@ -394,7 +417,7 @@ func TestTCPPeerDeath(t *testing.T) {
 	go func() {
 		nc, err := net.Dial("tcp", ln.Addr().String())
 		if err == nil {
-			dialHandshake(ctx, nc, ln.Addr().String(), secret, mustDefaults(Config{}), tcpOptionsOf(nil))
+			dialHandshake(ctx, nc, ln.Addr().String(), secret, mustDefaults(Config{}), tcpOptionsOf(nil), sessionID{})
 			nc.Close() // gone, with no close frame
 		}
 	}()

@@ -105,7 +105,7 @@ func FuzzTCPFrames(f *testing.F) {
 	f.Add([]byte{frameClose})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		cfg := mustDefaults(Config{Cells: fuzzCells, MaxMessage: 1 << 12, Spin: 1})
-		c := newTCPLink(&streamConn{r: bytes.NewReader(stream)}, cfg)
+		c := newTCPLink(&streamConn{r: bytes.NewReader(stream)}, cfg, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		var buf []byte

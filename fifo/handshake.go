@@ -29,7 +29,7 @@ import (
 //	                                  <---  verdict (shm: with the memfd, SCM_RIGHTS)
 //	(shm) attached                    --->
 //
-// Every message has a fixed size, little endian. A hello (72 bytes):
+// Every message has a fixed size, little endian. A hello (96 bytes):
 //
 //	 0  magic          u64  the ring magic: an rrefkit fifo peer
 //	 8  version        u32  ring format version
@@ -40,6 +40,12 @@ import (
 //	32  bulk slots     u32  Config.BulkSlots (tcp refuses more rendezvous in flight)
 //	36  handshake      u32  handshake version
 //	40  nonce          [32] fresh from crypto/rand
+//	72  flags          u32  bit 0: this end keeps the connection's session
+//	                        (a tcp dialer that re-dials, a listener that
+//	                        routes re-dials to it): the connection resumes
+//	                        after a break when both ends set it
+//	76  reserved       u32  0
+//	80  session        [16] a dialer's re-dial: the session to resume (else 0)
 //
 // A proof (32 bytes) is HMAC-SHA256 keyed with the secret over
 //
@@ -60,23 +66,35 @@ import (
 // secrets differ. The shm dialer answers the memfd with one byte, 0, once
 // it has checked and mapped it.
 //
+// A connection whose ends both keep sessions has a session id, the first
+// 16 bytes of HMAC-SHA256 keyed with the secret over "rrefkit fifo tcp
+// session", a zero byte, the transcript and the binding: both ends compute
+// it, and neither sends it until a re-dial. A re-dial runs the same
+// handshake with the session in the dialer's hello, so the proofs cover
+// it; the listener answers verdict 2 for a session it does not hold (it
+// restarted, or has declared the dialer dead): the dialer is fenced.
+//
 // Each end compares the other's hello with its own configuration first, and
 // says which field differs: the geometry is not secret, and a mismatch is
 // the usual mistake. An acceptor answers a hello of another geometry with
 // its own hello and an empty proof, so the dialer can say the same, and
 // answers anything that is not a hello with nothing.
 const (
-	helloSize  = 72
+	helloSize   = 96
+	sessionSize = 16
 	nonceSize  = 32
 	proofSize  = sha256.Size
 	bindingLen = 32 // bytes exported from a TLS session for the channel binding
 
 	// handshakeVersion 1 sent sha256(secret) in the clear; 2 is the
-	// challenge-response above.
-	handshakeVersion = 2
+	// challenge-response above; 3 adds sessions (resumable tcp).
+	handshakeVersion = 3
 
-	verdictAccepted = 0
-	verdictRefused  = 1
+	verdictAccepted       = 0
+	verdictRefused        = 1
+	verdictUnknownSession = 2
+
+	helloKeepsSessions = 1 // hello flags bit 0
 
 	// handshakeTimeout bounds a whole handshake, TLS included. Members on
 	// one host or network finish in well under a millisecond, across
@@ -96,7 +114,12 @@ type hello struct {
 	eager, maxMessage       uint32
 	bulkSlots, handshakeVer uint32
 	nonce                   [nonceSize]byte
+	flags, reserved         uint32
+	session                 sessionID
 }
+
+// sessionID names a resumable tcp connection (see above).
+type sessionID [sessionSize]byte
 
 func helloFor(cfg Config, nonce []byte) hello {
 	h := hello{magic: magic, version: formatVersion, cellSize: Cell, cells: cfg.Cells,
@@ -105,6 +128,8 @@ func helloFor(cfg Config, nonce []byte) hello {
 	copy(h.nonce[:], nonce)
 	return h
 }
+
+func (h *hello) keepsSessions() bool { return h.flags&helloKeepsSessions != 0 }
 
 func (h *hello) append(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, h.magic)
@@ -115,7 +140,10 @@ func (h *hello) append(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint32(b, h.maxMessage)
 	b = binary.LittleEndian.AppendUint32(b, h.bulkSlots)
 	b = binary.LittleEndian.AppendUint32(b, h.handshakeVer)
-	return append(b, h.nonce[:]...)
+	b = append(b, h.nonce[:]...)
+	b = binary.LittleEndian.AppendUint32(b, h.flags)
+	b = binary.LittleEndian.AppendUint32(b, h.reserved)
+	return append(b, h.session[:]...)
 }
 
 // appendHello appends this end's hello for cfg (with its defaults) and nonce.
@@ -140,7 +168,10 @@ func parseHello(b []byte, peer string) (hello, error) {
 		bulkSlots:    binary.LittleEndian.Uint32(b[32:]),
 		handshakeVer: binary.LittleEndian.Uint32(b[36:]),
 	}
-	copy(h.nonce[:], b[40:])
+	copy(h.nonce[:], b[40:72])
+	h.flags = binary.LittleEndian.Uint32(b[72:])
+	h.reserved = binary.LittleEndian.Uint32(b[76:])
+	copy(h.session[:], b[80:])
 	if h.magic != magic {
 		return hello{}, fmt.Errorf("%w: %s is not an rrefkit fifo peer", ErrAuth, peer)
 	}
@@ -168,6 +199,8 @@ func (h *hello) matches(cfg Config, peer string) error {
 		return field("MaxMessage", uint64(h.maxMessage), uint64(cfg.MaxMessage))
 	case h.bulkSlots != uint32(cfg.BulkSlots):
 		return field("BulkSlots", uint64(h.bulkSlots), uint64(cfg.BulkSlots))
+	case h.flags&^helloKeepsSessions != 0 || h.reserved != 0:
+		return fmt.Errorf("%w: %s sets hello flags %#x this end does not know", ErrAuth, peer, h.flags)
 	}
 	return nil
 }
@@ -191,6 +224,14 @@ func proofOf(secret []byte, transport, role string, t *transcript, binding []byt
 	return mac(secret, "rrefkit fifo "+transport+" "+role, t, binding)
 }
 
+// sessionOf is the session id of a connection both of whose ends keep
+// sessions.
+func sessionOf(secret []byte, t *transcript, binding []byte) sessionID {
+	var id sessionID
+	copy(id[:], mac(secret, "rrefkit fifo tcp session", t, binding))
+	return id
+}
+
 // regionToken is what a shared-memory listener stamps in both rings' first
 // lines, and its dialer checks: proof that the segment was made for this
 // handshake.
@@ -208,6 +249,34 @@ type shake struct {
 	transport string // "tcp" or "shm"
 	binding   []byte
 	tls       bool // nc is a TLS connection: a failing read may be a TLS refusal
+	// keeps says this end keeps sessions (hello flag); resume is the
+	// session a dialer re-dials (zero: a new connection).
+	keeps  bool
+	resume sessionID
+	// peerHello is the other end's hello, once read.
+	peerHello hello
+}
+
+// ownHello is this end's hello with nonce.
+func (s *shake) ownHello(nonce []byte) hello {
+	h := helloFor(s.cfg, nonce)
+	if s.keeps {
+		h.flags |= helloKeepsSessions
+	}
+	h.session = s.resume
+	return h
+}
+
+// session is the connection's session id, and whether it has one: both
+// ends keep sessions (after a completed handshake).
+func (s *shake) session(t *transcript) (sessionID, bool) {
+	if !s.keeps || !s.peerHello.keepsSessions() {
+		return sessionID{}, false
+	}
+	if s.resume != (sessionID{}) {
+		return s.resume, true
+	}
+	return sessionOf(s.secret, t, s.binding), true
 }
 
 // dial is the dialer's side, up to and including its proof; the caller
@@ -216,7 +285,7 @@ func (s *shake) dial() (*transcript, error) {
 	var t transcript
 	var nonce [nonceSize]byte
 	rand.Read(nonce[:]) // never fails (crypto/rand)
-	h := helloFor(s.cfg, nonce[:])
+	h := s.ownHello(nonce[:])
 	copy(t[:helloSize], h.append(nil))
 	if err := s.write(t[:helloSize], "hello"); err != nil {
 		return nil, err
@@ -234,6 +303,7 @@ func (s *shake) dial() (*transcript, error) {
 	if peer.nonce == h.nonce {
 		return nil, fmt.Errorf("%w: %s reflected this end's hello", ErrAuth, s.peer)
 	}
+	s.peerHello = peer
 	var got [proofSize]byte
 	if err := s.read(got[:], "proof"); err != nil {
 		return nil, err
@@ -263,7 +333,7 @@ func (s *shake) accept() (*transcript, error) {
 	}
 	var nonce [nonceSize]byte
 	rand.Read(nonce[:])
-	h := helloFor(s.cfg, nonce[:])
+	h := s.ownHello(nonce[:])
 	copy(t[helloSize:], h.append(nil))
 	if err := peer.matches(s.cfg, s.peer); err != nil {
 		// Tell the dialer our geometry, so that it can say what differs;
@@ -276,6 +346,7 @@ func (s *shake) accept() (*transcript, error) {
 	if peer.nonce == h.nonce {
 		return nil, fmt.Errorf("%w: %s reflected this end's hello", ErrAuth, s.peer)
 	}
+	s.peerHello = peer
 	msg := append(t[helloSize:], proofOf(s.secret, s.transport, "acceptor", &t, s.binding)...)
 	if err := s.write(msg, "hello"); err != nil {
 		return nil, err
@@ -300,7 +371,11 @@ func (s *shake) readVerdict() error {
 	if err := s.read(v[:], "verdict"); err != nil {
 		return err
 	}
-	if v[0] != verdictAccepted {
+	switch v[0] {
+	case verdictAccepted:
+	case verdictUnknownSession:
+		return fmt.Errorf("%w: %s no longer holds this connection's session (it restarted, or found this end dead)", errUnknownSession, s.peer)
+	default:
 		return fmt.Errorf("%w by %s: it does not accept this end's proof", ErrAuth, s.peer)
 	}
 	return nil

@@ -75,6 +75,9 @@ type pending struct {
 	t      *transcript
 	end    func() error // ends the bound (limit): the handshake's time ran out if it fails
 	cancel context.CancelFunc
+	// session names the connection when both ends keep sessions.
+	session    sessionID
+	hasSession bool
 }
 
 // finish ends p's bound; the connection is then the caller's.
@@ -192,6 +195,10 @@ func (a *acceptor) handshake(nc net.Conn) {
 	defer func() { <-a.sem }()
 	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
 	p, err := a.shake(ctx, nc)
+	if err == errRouted { // a re-dial, now its link's
+		cancel()
+		return
+	}
 	if err != nil {
 		nc.Close()
 		cancel()
@@ -251,11 +258,20 @@ func (a *acceptor) close() error {
 // at most 1024 run at once (past that, a new connection is closed at once
 // and counted with ErrBusy), so no connection delays another and strays
 // cannot make the listener hold much.
+//
+// A TCPListener keeps its connections' sessions: a connection whose tcp
+// connection breaks is dialed again by its dialer and resumes (see
+// resume.go), as long as the listener is open. Close it only once its
+// connections are done.
 type TCPListener struct {
 	a      *acceptor
 	cfg    Config
 	secret []byte
 	o      tcpOptions
+	keeps  bool // sessions: a listener made by NewTCPListener
+
+	smu      sync.Mutex
+	sessions map[sessionID]*resumer
 }
 
 // NewTCPListener accepts on ln, which it owns from now on (Close closes
@@ -273,7 +289,7 @@ func newTCPListener(ln net.Listener, owned bool, secret []byte, cfg Config, o tc
 	if o.tls != nil {
 		o.tls = tlsConfig(o.tls, "")
 	}
-	l := &TCPListener{cfg: c, secret: append([]byte(nil), secret...), o: o}
+	l := &TCPListener{cfg: c, secret: append([]byte(nil), secret...), o: o, keeps: owned, sessions: map[sessionID]*resumer{}}
 	l.a = newAcceptor(ln, owned, o, l.shake)
 	return l, nil
 }
@@ -292,7 +308,7 @@ func (l *TCPListener) shake(ctx context.Context, nc net.Conn) (*pending, error) 
 }
 
 func (l *TCPListener) shakeBounded(ctx context.Context, nc net.Conn, peer string) (*pending, error) {
-	s := shake{ctx: ctx, nc: nc, peer: peer, secret: l.secret, cfg: l.cfg, transport: "tcp"}
+	s := shake{ctx: ctx, nc: nc, peer: peer, secret: l.secret, cfg: l.cfg, transport: "tcp", keeps: l.keeps}
 	if l.o.tls != nil {
 		tc := tls.Server(nc, l.o.tls)
 		b, err := tlsHandshake(ctx, tc, peer)
@@ -305,7 +321,32 @@ func (l *TCPListener) shakeBounded(ctx context.Context, nc net.Conn, peer string
 	if err != nil {
 		return nil, err
 	}
-	return &pending{conn: s.nc, raw: nc, peer: peer, t: t}, nil
+	if sid := s.peerHello.session; sid != (sessionID{}) {
+		return nil, l.route(s.nc, nc, peer, sid)
+	}
+	p := &pending{conn: s.nc, raw: nc, peer: peer, t: t}
+	p.session, p.hasSession = s.session(t)
+	return p, nil
+}
+
+// route hands a re-dialed connection, whose dialer proved the secret for
+// session sid, to the session's link; errRouted says it went there.
+func (l *TCPListener) route(conn, raw net.Conn, peer string, sid sessionID) error {
+	l.smu.Lock()
+	r := l.sessions[sid]
+	l.smu.Unlock()
+	if r == nil {
+		conn.Write([]byte{verdictUnknownSession})
+		return fmt.Errorf("%w: %s dialed again for a session this listener does not hold", errUnknownSession, peer)
+	}
+	if _, err := conn.Write([]byte{verdictAccepted}); err != nil {
+		return fmt.Errorf("fifo: handshake with %s: verdict: %w", peer, err)
+	}
+	conn.SetDeadline(time.Time{}) // the resume bounds its own exchange
+	if !r.offer(&wire{nc: conn, raw: raw}) {
+		conn.Close()
+	}
+	return errRouted
 }
 
 // Accept returns the next connection that passed its handshake, waiting
@@ -338,17 +379,29 @@ func (l *TCPListener) take(p *pending) (*Conn, error) {
 		p.conn.Close()
 		return nil, fmt.Errorf("fifo: handshake with %s: %w", p.peer, err)
 	}
-	return newTCPConn(p.conn, p.raw, l.cfg), nil
+	var res *resumer
+	if p.hasSession {
+		res = newResumer(p.session, p.peer)
+		sid := p.session
+		res.forget = func() {
+			l.smu.Lock()
+			if l.sessions[sid] == res {
+				delete(l.sessions, sid)
+			}
+			l.smu.Unlock()
+		}
+		l.smu.Lock()
+		l.sessions[sid] = res
+		l.smu.Unlock()
+	}
+	return newTCPConn(p.conn, p.raw, l.cfg, res), nil
 }
 
 // newTCPConn makes the connection over nc, whose tcp connection is raw
-// (nc itself, or under TLS): keepalives and no delay apply to raw.
-func newTCPConn(nc, raw net.Conn, cfg Config) *Conn {
-	if tc, ok := raw.(*net.TCPConn); ok && nc != raw {
-		tc.SetNoDelay(true)
-		watchLiveness(tc, cfg)
-	}
-	return newTCPLink(nc, cfg)
+// (nc itself, or under TLS): keepalives and no delay apply to raw. res,
+// when not nil, makes it resumable.
+func newTCPConn(nc, raw net.Conn, cfg Config, res *resumer) *Conn {
+	return newTCPLinkOn(&wire{nc: nc, raw: raw}, cfg, res)
 }
 
 // Refused counts the connections dropped so far.

@@ -32,7 +32,9 @@ const (
 
 type tcpLink struct {
 	cfg Config
-	nc  net.Conn
+	// w is the connection frames travel over now; a resumed link replaces
+	// it (resume.go). Readers and writers load it holding their role.
+	w   atomic.Pointer[wire]
 	img *ring // the local image of the peer's ring, which Recv reads
 	// rxPos is how far the local receiver consumed: a put beyond the
 	// credits it was given is a protocol violation.
@@ -41,6 +43,7 @@ type tcpLink struct {
 	txCred atomic.Uint64
 
 	wmu     sync.Mutex
+	wcond   sync.Cond // on wmu: the writer role was given up
 	wbuf    []byte
 	spare   []byte
 	writing bool
@@ -59,14 +62,38 @@ type tcpLink struct {
 	slots    chan struct{} // rendezvous transfers this end may have outstanding
 	bmu      sync.Mutex
 	nextBulk uint32
-	assembly map[uint32][]byte // rendezvous payloads being received
-	pool     [][]byte          // buffers of finished ones, for reuse
+	out      map[uint32]*outBulk // rendezvous payloads sent, until their finish
+	assembly map[uint32][]byte   // rendezvous payloads being received
+	pool     [][]byte            // buffers of finished ones, for reuse
+
+	// A resumable link (both ends keep the session) survives a broken
+	// connection: it keeps what the peer may not have received (the tx
+	// image and the rendezvous payloads out), and resume.go restores it
+	// over a new connection. res is nil otherwise.
+	res   *resumer
+	txImg *ring  // a copy of the puts this end sent, at their positions (under wmu)
+	txEnd uint64 // the position after the last put (under wmu)
 
 	closed     atomic.Bool
 	peerClosed atomic.Bool
 	deadErr    atomic.Pointer[error]
 	done       chan struct{} // closed by shutdown
 	closeOnce  sync.Once
+}
+
+// wire is one tcp connection of a link: nc carries the frames, over raw
+// (the same, or TLS over it).
+type wire struct {
+	nc, raw net.Conn
+	gen     uint64 // how many connections the link had before this one
+}
+
+// outBulk is a rendezvous payload sent and not yet finished by the peer.
+type outBulk struct {
+	data   []byte // a copy, kept to send again after a break (resumable links)
+	pos    uint64 // where its request was put, once placed
+	placed bool
+	resent bool // a resume sent it whole: its sender must not go on with chunks
 }
 
 func (l *tcpLink) setDead(err error) {
@@ -80,16 +107,42 @@ func (l *tcpLink) appendFrame(f func(b []byte) []byte) {
 }
 
 func (l *tcpLink) put(pos uint64, h header, payload []byte) error {
-	l.appendFrame(func(b []byte) []byte {
-		b = append(b, framePut)
-		b = binary.LittleEndian.AppendUint64(b, pos)
-		b = binary.LittleEndian.AppendUint32(b, h.seq)
-		b = binary.LittleEndian.AppendUint32(b, h.length)
-		b = binary.LittleEndian.AppendUint32(b, h.credit)
-		b = append(b, h.kind, h.flags)
-		return append(b, payload...)
-	})
+	l.wmu.Lock()
+	if l.txImg != nil {
+		l.keepPut(pos, h, payload)
+	}
+	if !l.isDown() {
+		l.wbuf = appendPut(l.wbuf, pos, h, payload)
+	}
+	l.wmu.Unlock()
 	return nil
+}
+
+func appendPut(b []byte, pos uint64, h header, payload []byte) []byte {
+	b = append(b, framePut)
+	b = binary.LittleEndian.AppendUint64(b, pos)
+	b = binary.LittleEndian.AppendUint32(b, h.seq)
+	b = binary.LittleEndian.AppendUint32(b, h.length)
+	b = binary.LittleEndian.AppendUint32(b, h.credit)
+	b = append(b, h.kind, h.flags)
+	return append(b, payload...)
+}
+
+func appendBulk(b []byte, id uint32, total, off int, chunk []byte) []byte {
+	b = append(b, frameBulk)
+	b = binary.LittleEndian.AppendUint32(b, id)
+	b = binary.LittleEndian.AppendUint32(b, uint32(total))
+	b = binary.LittleEndian.AppendUint32(b, uint32(off))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(chunk)))
+	return append(b, chunk...)
+}
+
+func appendCredit(b []byte, consumed uint64) []byte {
+	return binary.LittleEndian.AppendUint64(append(b, frameCredit), consumed)
+}
+
+func appendFinish(b []byte, id uint32) []byte {
+	return binary.LittleEndian.AppendUint32(append(b, frameFinish), id)
 }
 
 // flushTx writes queued frames. Whoever finds no write in progress becomes
@@ -105,29 +158,40 @@ func (l *tcpLink) flushTx() error {
 	for len(l.wbuf) > 0 {
 		b := l.wbuf
 		l.wbuf = l.spare[:0]
+		w := l.w.Load()
 		l.wmu.Unlock()
-		_, err := l.nc.Write(b)
+		_, err := w.nc.Write(b)
 		l.wmu.Lock()
 		l.spare = b[:0]
 		if err != nil {
-			l.writing = false
+			l.leaveWriter()
 			l.wmu.Unlock()
-			l.setDead(fmt.Errorf("%w: %v", ErrPeerDead, err))
-			return l.failed()
+			// A resumable link sends again what this write lost, once resumed.
+			return l.broke(w, fmt.Errorf("%w: %v", ErrPeerDead, err))
 		}
 	}
-	l.writing = false
+	l.leaveWriter()
 	l.wmu.Unlock()
 	return nil
+}
+
+// leaveWriter gives up the writer role (under wmu); a resume may wait for it.
+func (l *tcpLink) leaveWriter() {
+	l.writing = false
+	if l.res != nil {
+		l.wcond.Broadcast()
+	}
 }
 
 func (l *tcpLink) txConsumed() uint64 { return l.txCred.Load() }
 func (l *tcpLink) rx() *ring          { return l.img }
 
 func (l *tcpLink) returnCredits(v uint64) error {
-	l.appendFrame(func(b []byte) []byte {
-		return binary.LittleEndian.AppendUint64(append(b, frameCredit), v)
-	})
+	l.wmu.Lock()
+	if !l.isDown() { // a resume sends the latest
+		l.wbuf = appendCredit(l.wbuf, v)
+	}
+	l.wmu.Unlock()
 	return l.flushTx()
 }
 
@@ -157,12 +221,19 @@ func (l *tcpLink) waitFor(ctx context.Context, cond func() bool) error {
 			l.waiters.Add(-1)
 			return nil
 		}
+		reader := l.rsem
+		if l.isDown() {
+			reader = nil // no one reads until the link is resumed (announced)
+		}
 		select {
-		case l.rsem <- struct{}{}:
+		case reader <- struct{}{}:
 			l.waiters.Add(-1)
 			err := l.readUntil(ctx, cond)
 			<-l.rsem
 			l.announce() // a waiter may take over the reader role
+			if err == errResuming {
+				continue
+			}
 			// readUntil returns nil only once cond held; cond may have had an
 			// effect (taking a rendezvous slot), so it is not asked again.
 			return err
@@ -185,21 +256,22 @@ func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
 	if l.closed.Load() {
 		return l.failed()
 	}
+	w := l.w.Load() // stable while this goroutine holds the reader role
 	armed := false
 	var stop func() bool
 	defer func() {
 		if stop != nil && !stop() {
 			// The cancellation fired: wait for its deadline write, then clear it.
-			l.nc.SetReadDeadline(time.Time{})
+			w.nc.SetReadDeadline(time.Time{})
 		}
 		if armed {
-			l.nc.SetReadDeadline(time.Time{})
+			w.nc.SetReadDeadline(time.Time{})
 		}
 	}()
 	for {
 		for l.frameBuffered() {
 			if err := l.readFrame(); err != nil {
-				return l.readFailed(err)
+				return l.readFailed(w, err)
 			}
 			l.announce()
 		}
@@ -208,10 +280,10 @@ func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
 		}
 		if !armed && stop == nil && ctx.Done() != nil {
 			if dl, ok := ctx.Deadline(); ok {
-				l.nc.SetReadDeadline(dl)
+				w.nc.SetReadDeadline(dl)
 				armed = true
 			} else {
-				stop = context.AfterFunc(ctx, func() { l.nc.SetReadDeadline(time.Unix(1, 0)) })
+				stop = context.AfterFunc(ctx, func() { w.nc.SetReadDeadline(time.Unix(1, 0)) })
 			}
 		}
 		err := l.readFrame()
@@ -220,28 +292,36 @@ func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
 			continue
 		}
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() && !l.closed.Load() {
+		if errors.As(err, &ne) && ne.Timeout() && !l.closed.Load() && !l.isDown() {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return context.DeadlineExceeded
 		}
-		return l.readFailed(err)
+		return l.readFailed(w, err)
 	}
 }
 
-// readFailed records why reading stopped and closes the connection.
-func (l *tcpLink) readFailed(err error) error {
+// errResuming tells a reader that its connection broke and a resume is
+// under way: it waits for the resume like any other waiter.
+var errResuming = errors.New("fifo: resuming")
+
+// readFailed records why reading from w stopped and closes it. A
+// resumable link's broken connection is restored instead (errResuming).
+func (l *tcpLink) readFailed(w *wire, err error) error {
 	switch {
 	case l.closed.Load() || l.peerClosed.Load():
 	case errors.Is(err, ErrCorrupt):
 		l.setDead(err)
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed):
-		l.setDead(fmt.Errorf("%w: connection lost", ErrPeerDead))
+		err = fmt.Errorf("%w: connection lost", ErrPeerDead)
 	default:
-		l.setDead(fmt.Errorf("%w: %v", ErrPeerDead, err))
+		err = fmt.Errorf("%w: %v", ErrPeerDead, err)
 	}
-	l.nc.Close()
+	if l.broke(w, err) == nil {
+		return errResuming
+	}
+	w.nc.Close()
 	l.announce()
 	return l.failed()
 }
@@ -379,14 +459,14 @@ func (l *tcpLink) readFrame() error {
 		l.assembly[id] = buf
 		l.bmu.Unlock()
 	case frameFinish:
-		if _, err := l.br.Peek(5); err != nil {
+		f, err := l.br.Peek(5)
+		if err != nil {
 			return err
 		}
+		id := binary.LittleEndian.Uint32(f[1:])
 		l.br.Discard(5)
-		select {
-		case <-l.slots:
-		default:
-			return &CorruptError{Why: "finish for a rendezvous never sent"}
+		if !l.finished(id) {
+			return &CorruptError{Why: fmt.Sprintf("finish for rendezvous %d, which is not out", id)}
 		}
 	case frameClose:
 		l.br.Discard(1)
@@ -429,20 +509,24 @@ func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
+	o := &outBulk{}
+	if l.res != nil {
+		o.data = l.keepBulk(p) // before it is out: a resume may send it whole
+	}
+	l.wmu.Lock()
 	l.bmu.Lock()
 	l.nextBulk++
 	id := l.nextBulk
+	l.out[id] = o
 	l.bmu.Unlock()
+	l.wmu.Unlock()
 	for off := 0; ; off += bulkChunk {
 		chunk := p[off:min(off+bulkChunk, len(p))]
-		l.appendFrame(func(b []byte) []byte {
-			b = append(b, frameBulk)
-			b = binary.LittleEndian.AppendUint32(b, id)
-			b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-			b = binary.LittleEndian.AppendUint32(b, uint32(off))
-			b = binary.LittleEndian.AppendUint32(b, uint32(len(chunk)))
-			return append(b, chunk...)
-		})
+		l.wmu.Lock()
+		if !l.isDown() && !o.resent {
+			l.wbuf = appendBulk(l.wbuf, id, len(p), off, chunk)
+		}
+		l.wmu.Unlock()
 		// Flush per chunk, so small messages queued meanwhile go between chunks.
 		if err := l.flushTx(); err != nil {
 			return 0, err
@@ -453,6 +537,54 @@ func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
+	}
+}
+
+// finished records the peer's finish of rendezvous id: its slot is free.
+// It reports false for an id that is not out.
+func (l *tcpLink) finished(id uint32) bool {
+	l.bmu.Lock()
+	o, ok := l.out[id]
+	if ok {
+		delete(l.out, id)
+		l.recycle(o.data)
+	}
+	l.bmu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-l.slots:
+		return true
+	default:
+		return false
+	}
+}
+
+// keepBulk copies p for a resume, in a buffer of a finished transfer if
+// one is large enough.
+func (l *tcpLink) keepBulk(p []byte) []byte {
+	l.bmu.Lock()
+	var buf []byte
+	for i, b := range l.res.bulkPool {
+		if cap(b) >= len(p) {
+			buf = b[:len(p)]
+			l.res.bulkPool = append(l.res.bulkPool[:i], l.res.bulkPool[i+1:]...)
+			break
+		}
+	}
+	l.bmu.Unlock()
+	if buf == nil {
+		buf = make([]byte, len(p))
+	}
+	copy(buf, p)
+	return buf
+}
+
+// recycle keeps the copy of a finished transfer for the next (under bmu).
+func (l *tcpLink) recycle(b []byte) {
+	if b != nil && len(l.res.bulkPool) < l.cfg.BulkSlots {
+		l.res.bulkPool = append(l.res.bulkPool, b[:0])
 	}
 }
 
@@ -469,6 +601,10 @@ func (l *tcpLink) bulkView(id uint32, n uint32) ([]byte, error) {
 // bulkFree drops the assembled payload, keeping its buffer for the next one,
 // and sends the finish.
 func (l *tcpLink) bulkFree(id uint32) error {
+	// Under wmu: a resume reports the payloads still held and clears the
+	// frames queued before, in one step (resume.go), so a finish is either
+	// sent or implied by the report.
+	l.wmu.Lock()
 	l.bmu.Lock()
 	if b, ok := l.assembly[id]; ok {
 		delete(l.assembly, id)
@@ -477,7 +613,8 @@ func (l *tcpLink) bulkFree(id uint32) error {
 		}
 	}
 	l.bmu.Unlock()
-	l.appendFrame(func(f []byte) []byte { return binary.LittleEndian.AppendUint32(append(f, frameFinish), id) })
+	l.wbuf = appendFinish(l.wbuf, id)
+	l.wmu.Unlock()
 	return l.flushTx()
 }
 
@@ -502,15 +639,21 @@ func (l *tcpLink) failed() error {
 	return nil
 }
 
+// closeWait bounds how long Close tries to tell the peer: a close frame
+// that cannot leave in this time is not worth waiting for, since the peer
+// notices the closed socket anyway.
+const closeWait = 100 * time.Millisecond
+
 func (l *tcpLink) shutdown() {
 	l.closeOnce.Do(func() {
-		if l.failed() == nil {
+		if l.failed() == nil && !l.isDown() {
 			l.appendFrame(func(b []byte) []byte { return append(b, frameClose) })
-			l.nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			l.w.Load().nc.SetWriteDeadline(time.Now().Add(closeWait))
 			l.flushTx()
 		}
+		l.stopResuming() // before closed is set: a resume stops at once
 		l.closed.Store(true)
-		l.nc.Close()
+		l.w.Load().nc.Close()
 		close(l.done)
 	})
 }
@@ -518,20 +661,43 @@ func (l *tcpLink) shutdown() {
 func (l *tcpLink) release(*Conn) error { // the image ring is Go memory
 	l.shutdown()
 	l.rsem <- struct{}{} // wait for a reader in progress to leave
+	if l.res != nil {
+		l.res.bg.Wait() // and for a resume in progress
+	}
 	return nil
 }
 
-func newTCPLink(nc net.Conn, cfg Config) *Conn {
-	if tc, ok := nc.(*net.TCPConn); ok {
+// newTCPLink makes a connection over nc; res, when not nil, makes it
+// resumable (resume.go).
+func newTCPLink(nc net.Conn, cfg Config, res *resumer) *Conn {
+	return newTCPLinkOn(&wire{nc: nc, raw: nc}, cfg, res)
+}
+
+// prepare sets up a new wire's tcp connection: no delay, and the
+// liveness bound.
+func (w *wire) prepare(cfg Config) {
+	if tc, ok := w.raw.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 		watchLiveness(tc, cfg)
 	}
+}
+
+func newTCPLinkOn(w *wire, cfg Config, res *resumer) *Conn {
+	w.prepare(cfg)
+	nc := w.nc
 	img, _ := newRing(alignedBytes(ringSize(cfg.Cells)), cfg.Cells)
 	size := max(putHeader+cfg.EagerLimit, bulkHeader+bulkChunk) + 64
-	l := &tcpLink{cfg: cfg, nc: nc, img: img, assembly: map[uint32][]byte{}, done: make(chan struct{}),
+	l := &tcpLink{cfg: cfg, img: img, assembly: map[uint32][]byte{}, out: map[uint32]*outBulk{}, done: make(chan struct{}),
 		slots: make(chan struct{}, cfg.BulkSlots), rsem: make(chan struct{}, 1), br: bufio.NewReaderSize(newSpinReader(nc, cfg.SocketSpin), size), nextSeq: 1}
+	l.w.Store(w)
+	l.wcond.L = &l.wmu
 	ch := make(chan struct{})
 	l.prog.Store(&ch)
+	if res != nil {
+		l.res = res
+		l.txImg, _ = newRing(alignedBytes(ringSize(cfg.Cells)), cfg.Cells)
+		res.link = l
+	}
 	c := newConn(l, cfg)
 	l.rxPos = c.rxDone.Load
 	return c
@@ -568,19 +734,23 @@ func DialTCP(ctx context.Context, addr string, secret []byte, cfg Config, opts .
 	if err != nil {
 		return nil, fmt.Errorf("fifo: dial %s: %w", addr, err)
 	}
-	nc, err := dialHandshake(ctx, raw, addr, secret, c, o)
+	nc, res, err := dialHandshake(ctx, raw, addr, secret, c, o, sessionID{})
 	if err != nil {
 		raw.Close()
 		return nil, err
 	}
-	return newTCPConn(nc, raw, c), nil
+	return newTCPConn(nc, raw, c, res), nil
 }
 
 // dialHandshake is the dialer's handshake on raw, through TLS if o says
-// so; it returns the connection to speak over.
-func dialHandshake(ctx context.Context, raw net.Conn, addr string, secret []byte, cfg Config, o tcpOptions) (net.Conn, error) {
+// so; it returns the connection to speak over and, for a new connection
+// to a listener that keeps sessions, the resumer of its session. A
+// dialer always keeps its session; resume, when not zero, is the session
+// it dials again.
+func dialHandshake(ctx context.Context, raw net.Conn, addr string, secret []byte, cfg Config, o tcpOptions, resume sessionID) (net.Conn, *resumer, error) {
 	end := limit(ctx, raw, o.timeout)
-	s := shake{ctx: ctx, nc: raw, peer: addr, secret: secret, cfg: cfg, transport: "tcp"}
+	s := shake{ctx: ctx, nc: raw, peer: addr, secret: secret, cfg: cfg, transport: "tcp", keeps: true, resume: resume}
+	var t *transcript
 	err := func() error {
 		if o.tls != nil {
 			tc := tls.Client(raw, tlsConfig(o.tls, addr))
@@ -590,7 +760,8 @@ func dialHandshake(ctx context.Context, raw net.Conn, addr string, secret []byte
 			}
 			s.nc, s.binding, s.tls = tc, b, true
 		}
-		if _, err := s.dial(); err != nil {
+		var err error
+		if t, err = s.dial(); err != nil {
 			return err
 		}
 		return s.readVerdict()
@@ -599,9 +770,14 @@ func dialHandshake(ctx context.Context, raw net.Conn, addr string, secret []byte
 		err = fmt.Errorf("fifo: handshake with %s: %w", addr, eerr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.nc, nil
+	var res *resumer
+	if sid, ok := s.session(t); ok && resume == (sessionID{}) {
+		res = newResumer(sid, addr)
+		res.redial = redialer(addr, secret, cfg, o, sid)
+	}
+	return s.nc, res, nil
 }
 
 // AcceptTCP returns one connection from ln that passed the handshake (see
@@ -662,6 +838,11 @@ func acceptOneByOne(ctx context.Context, ln net.Listener, secret []byte, cfg Con
 		end := limit(ctx, nc, o.timeout)
 		s := shake{ctx: ctx, nc: nc, peer: peer, secret: secret, cfg: c, transport: "tcp"}
 		_, err = s.accept()
+		if err == nil && s.peerHello.session != (sessionID{}) {
+			// This end keeps no sessions: a re-dial cannot resume here.
+			nc.Write([]byte{verdictUnknownSession})
+			err = errUnknownSession
+		}
 		if err == nil {
 			_, err = nc.Write([]byte{verdictAccepted})
 		}
@@ -672,7 +853,7 @@ func acceptOneByOne(ctx context.Context, ln net.Listener, secret []byte, cfg Con
 			nc.Close()
 			continue
 		}
-		return newTCPConn(nc, nc, c), nil
+		return newTCPConn(nc, nc, c, nil), nil
 	}
 }
 

@@ -29,6 +29,7 @@ func shiftDirection(tx, rx *Conn, pos uint64, seq uint32) {
 		atomic.StoreUint64(l.tx.u64(offConsumed), pos)
 	case *tcpLink:
 		l.txCred.Store(pos)
+		l.txEnd = pos
 	}
 	if l, ok := rx.l.(*tcpLink); ok {
 		l.nextPos, l.nextSeq = pos, seq
