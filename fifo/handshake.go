@@ -82,9 +82,9 @@ import (
 const (
 	helloSize   = 96
 	sessionSize = 16
-	nonceSize  = 32
-	proofSize  = sha256.Size
-	bindingLen = 32 // bytes exported from a TLS session for the channel binding
+	nonceSize   = 32
+	proofSize   = sha256.Size
+	bindingLen  = 32 // bytes exported from a TLS session for the channel binding
 
 	// handshakeVersion 1 sent sha256(secret) in the clear; 2 is the
 	// challenge-response above; 3 adds sessions (resumable tcp).

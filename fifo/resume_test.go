@@ -6,115 +6,30 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rrefkit/rref/internal/netfault"
 )
 
-// relay forwards tcp connections from its own address to a target, and can
+// newRelay starts a relay to target, closed when the test ends: it can
 // reset every connection through it at once (with RST, mid-frame under
-// traffic) or refuse new ones: a network that breaks.
-type relay struct {
-	t      testing.TB
-	ln     net.Listener
-	target string
-
-	mu      sync.Mutex
-	pairs   [][2]*net.TCPConn
-	refuse  bool
-	resets  int
-	wg      sync.WaitGroup
-	stopped bool
-}
-
-func newRelay(t testing.TB, target string) *relay {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// traffic) or refuse new ones, as a network that breaks.
+func newRelay(t testing.TB, target string) *netfault.Relay {
+	r, err := netfault.NewRelay(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &relay{t: t, ln: ln, target: target}
-	r.wg.Add(1)
-	go r.loop()
-	t.Cleanup(r.close)
+	t.Cleanup(r.Close)
 	return r
 }
 
-func (r *relay) addr() string { return r.ln.Addr().String() }
-
-func (r *relay) loop() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		refuse := r.refuse || r.stopped
-		r.mu.Unlock()
-		if refuse {
-			c.(*net.TCPConn).SetLinger(0)
-			c.Close()
-			continue
-		}
-		s, err := net.Dial("tcp", r.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		pair := [2]*net.TCPConn{c.(*net.TCPConn), s.(*net.TCPConn)}
-		r.mu.Lock()
-		r.pairs = append(r.pairs, pair)
-		r.mu.Unlock()
-		r.wg.Add(2)
-		go r.pipe(pair[0], pair[1])
-		go r.pipe(pair[1], pair[0])
-	}
-}
-
-func (r *relay) pipe(dst, src *net.TCPConn) {
-	defer r.wg.Done()
-	io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-}
-
-// reset breaks every connection through the relay with a reset.
-func (r *relay) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.pairs {
-		for _, c := range p {
-			c.SetLinger(0)
-			c.Close()
-		}
-	}
-	r.pairs = nil
-	r.resets++
-}
-
-// setRefuse makes the relay close new connections at once (on), or
-// forward them again.
-func (r *relay) setRefuse(on bool) {
-	r.mu.Lock()
-	r.refuse = on
-	r.mu.Unlock()
-}
-
-func (r *relay) close() {
-	r.mu.Lock()
-	r.stopped = true
-	r.mu.Unlock()
-	r.ln.Close()
-	r.reset()
-	r.wg.Wait()
-}
-
 // relayedPair connects a dialer to a TCPListener through a relay.
-func relayedPair(t testing.TB, cfg Config) (accepted, dialed *Conn, r *relay, l *TCPListener) {
+func relayedPair(t testing.TB, cfg Config) (accepted, dialed *Conn, r *netfault.Relay, l *TCPListener) {
 	t.Helper()
 	l = listen(t, cfg)
 	t.Cleanup(func() { l.Close() })
@@ -127,7 +42,7 @@ func relayedPair(t testing.TB, cfg Config) (accepted, dialed *Conn, r *relay, l 
 		defer close(done)
 		accepted, err = l.Accept(ctx)
 	}()
-	dialed, derr := DialTCP(ctx, r.addr(), secret, cfg)
+	dialed, derr := DialTCP(ctx, r.Addr(), secret, cfg)
 	<-done
 	if err != nil || derr != nil {
 		t.Fatal(err, derr)
@@ -249,7 +164,7 @@ func TestResumeUnderResets(t *testing.T) {
 				// tests nothing (slowly, under the race detector).
 				if p := progress.Load(); p > seen {
 					seen = p
-					r.reset()
+					r.Reset()
 				}
 			}
 		}
@@ -271,15 +186,15 @@ func TestResumeUnderResets(t *testing.T) {
 	close(stop)
 	<-resetterDone
 	if errAB != nil || errBA != nil {
-		t.Fatalf("a to b: %v; b to a: %v (resets %d, resumes %d and %d)", errAB, errBA, r.resets, a.Resumes(), b.Resumes())
+		t.Fatalf("a to b: %v; b to a: %v (resets %d, resumes %d and %d)", errAB, errBA, r.Resets(), a.Resumes(), b.Resumes())
 	}
 	if gotAB != senders*n || gotBA != senders*n {
 		t.Fatalf("received %d and %d of %d", gotAB, gotBA, senders*n)
 	}
 	if a.Resumes() < 5 || b.Resumes() < 5 {
-		t.Fatalf("only %d and %d resumes in %d resets: the test did not break the connection", a.Resumes(), b.Resumes(), r.resets)
+		t.Fatalf("only %d and %d resumes in %d resets: the test did not break the connection", a.Resumes(), b.Resumes(), r.Resets())
 	}
-	t.Logf("%d messages each way through %d resets: resumed %d and %d times", gotAB, r.resets, a.Resumes(), b.Resumes())
+	t.Logf("%d messages each way through %d resets: resumed %d and %d times", gotAB, r.Resets(), a.Resumes(), b.Resumes())
 	echoCheck(t, a, b)
 }
 
@@ -318,7 +233,7 @@ func TestResumeAcrossWraps(t *testing.T) {
 					_, errBA = streamTraffic(ctx, b, a, 2, 20, uint64(round+100), cfg.EagerLimit, &progress)
 				}()
 				time.Sleep(time.Millisecond)
-				r.reset()
+				r.Reset()
 				wg.Wait()
 				if errAB != nil || errBA != nil {
 					t.Fatalf("round %d: %v; %v", round, errAB, errBA)
@@ -345,9 +260,9 @@ func TestBreakPastDeadAfterIsDeath(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { _, err := a.Recv(ctx, nil); errs <- err }()
 	go func() { _, err := b.Recv(ctx, nil); errs <- err }()
-	r.setRefuse(true)
+	r.SetRefuse(true)
 	start := time.Now()
-	r.reset()
+	r.Reset()
 	for range 2 {
 		if err := <-errs; !errors.Is(err, ErrPeerDead) {
 			t.Fatalf("a pending Recv returned %v, want ErrPeerDead", err)
@@ -360,7 +275,7 @@ func TestBreakPastDeadAfterIsDeath(t *testing.T) {
 		t.Fatalf("Send after death: %v", err)
 	}
 	// Even if the network comes back, the link stays dead: fenced.
-	r.setRefuse(false)
+	r.SetRefuse(false)
 	if _, err := b.Recv(ctx, nil); !errors.Is(err, ErrPeerDead) {
 		t.Fatalf("Recv after the network came back: %v", err)
 	}
@@ -382,13 +297,13 @@ func TestShortBreakIsNoDeath(t *testing.T) {
 		}
 		got <- err
 	}()
-	r.setRefuse(true)
-	r.reset()
+	r.SetRefuse(true)
+	r.Reset()
 	if err := a.Send(ctx, []byte("after the break")); err != nil {
 		t.Fatalf("Send while the network is down: %v", err)
 	}
 	time.Sleep(time.Second)
-	r.setRefuse(false)
+	r.SetRefuse(false)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +433,7 @@ func TestResumeLargeRendezvous(t *testing.T) {
 			p := progress(b, &received)
 			if b.Resumes() >= uint64(resets.Load()) && p > last {
 				last = p
-				r.reset()
+				r.Reset()
 				resets.Add(1)
 			}
 		}

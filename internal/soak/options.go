@@ -91,9 +91,18 @@ const (
 	MaxStop = 3 * time.Second
 )
 
-// DefaultFaults leaves reset out: a reset tcp link is fatal to its pair
-// until the transport reconnects and resumes, which is not on main yet.
-var DefaultFaults = []string{FaultStop, FaultKill}
+// DefaultFaults are every fault: a reset tcp link is dialed again and
+// resumes, so it must fail nothing. Over -transport shm, which has no tcp
+// link, the default leaves reset out (defaultFaults).
+var DefaultFaults = []string{FaultStop, FaultKill, FaultReset}
+
+// defaultFaults are the faults a transport takes when none are chosen.
+func defaultFaults(transport string) []string {
+	if transport == TransportSHM {
+		return slices.DeleteFunc(slices.Clone(DefaultFaults), func(f string) bool { return f == FaultReset })
+	}
+	return slices.Clone(DefaultFaults)
+}
 
 // Options configure a soak run. Zero fields take their defaults
 // (withDefaults); Validate reports what is out of range.
@@ -138,7 +147,7 @@ func (o Options) withDefaults() Options {
 		o.Transport = TransportTCP
 	}
 	if o.Faults == nil {
-		o.Faults = slices.Clone(DefaultFaults)
+		o.Faults = defaultFaults(o.Transport)
 	}
 	if o.Duration == 0 {
 		o.Duration = DefaultDuration
@@ -253,7 +262,7 @@ type Flags struct {
 func BindFlags(fs *flag.FlagSet) func() (Flags, error) {
 	n := fs.Int("n", DefaultMembers, fmt.Sprintf("members per group (%d to %d)", MinMembers, MaxMembers))
 	transport := fs.String("transport", TransportTCP, "tcp, shm or mixed (the first members tcp, the others shm)")
-	faults := fs.String("faults", strings.Join(DefaultFaults, ","), "faults to inject: stop, kill, reset (comma-separated), or none")
+	faults := fs.String("faults", strings.Join(DefaultFaults, ","), "faults to inject: stop, kill, reset (comma-separated), or none; reset is left out of the default over shm")
 	d := fs.Duration("d", DefaultDuration, "how long to run (rounds keep starting until then)")
 	rounds := fs.Int("rounds", 0, "run exactly this many rounds instead of for -d")
 	from := fs.Int("from", 1, "number of the first round (with -seed, -from K -rounds 1 replays round K)")
@@ -270,6 +279,11 @@ func BindFlags(fs *flag.FlagSet) func() (Flags, error) {
 		fl, err := ParseFaults(*faults)
 		if err != nil {
 			return Flags{}, err
+		}
+		chosen := false
+		fs.Visit(func(f *flag.Flag) { chosen = chosen || f.Name == "faults" })
+		if !chosen {
+			fl = defaultFaults(*transport)
 		}
 		// Zero Options fields mean "default"; on the command line a zero
 		// is a mistake, so these are checked before Validate sees them.

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rrefkit/rref/internal/netfault"
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
@@ -218,7 +219,7 @@ type roundRun struct {
 	plan   roundPlan
 	names  []string
 	procs  []*proc
-	relays map[[2]int]*relay
+	relays map[[2]int]*netfault.Relay
 	evs    chan procEvent
 	fails  []failure
 	kills  []killRecord
@@ -242,7 +243,7 @@ func freePort() (string, error) {
 
 func (r *runner) round(ctx context.Context, p roundPlan) error {
 	for attempt := 1; ; attempt++ {
-		rr := &roundRun{r: r, plan: p, names: memberNames(r.o.Members), relays: map[[2]int]*relay{},
+		rr := &roundRun{r: r, plan: p, names: memberNames(r.o.Members), relays: map[[2]int]*netfault.Relay{},
 			evs: make(chan procEvent, eventBuffer), faults: map[string]int{}}
 		retry, err := rr.run(ctx)
 		if err != nil {
@@ -283,7 +284,7 @@ func (rr *roundRun) views() ([][]worker.Peer, error) {
 			if rr.plan.shm[i] {
 				return nil, fmt.Errorf("soak: member %d is shm but accepts tcp from %d (tcp members must come first)", i, j)
 			}
-			rl, err := newRelay(own[i])
+			rl, err := netfault.NewRelay(own[i])
 			if err != nil {
 				return nil, err
 			}
@@ -296,7 +297,7 @@ func (rr *roundRun) views() ([][]worker.Peer, error) {
 		for i := range n {
 			addr := own[i]
 			if rl := rr.relays[[2]int{i, j}]; rl != nil {
-				addr = rl.addr() // j dials i through the relay
+				addr = rl.Addr() // j dials i through the relay
 			}
 			views[j][i] = worker.Peer{Name: rr.names[i], Addr: addr}
 		}
@@ -573,7 +574,7 @@ func (rr *roundRun) inject(fe faultEvent) {
 		}
 		rl := rr.relays[fe.link]
 		rr.resets = append(rr.resets, resetRecord{link: fe.link, at: time.Now().UnixNano()})
-		if rl.reset() > 0 {
+		if rl.Reset() > 0 {
 			rr.faults[FaultReset]++
 		}
 	}
@@ -637,7 +638,7 @@ func (rr *roundRun) cleanup() {
 		break
 	}
 	for _, rl := range rr.relays {
-		rl.close()
+		rl.Close()
 	}
 }
 

@@ -113,13 +113,27 @@ func plan(o Options, round int) roundPlan {
 		}
 	}
 	if slices.Contains(o.Faults, FaultReset) {
-		var links [][2]int
+		// A link to a member killed this round may be gone before its
+		// reset: reset links between survivors, where there are any.
+		killed := map[int]bool{}
+		for _, e := range p.events {
+			if e.kind == FaultKill {
+				killed[e.member] = true
+			}
+		}
+		var links, survivors [][2]int
 		for i := range n {
 			for j := i + 1; j < n; j++ {
 				if p.tcpLink(i, j) {
 					links = append(links, [2]int{i, j})
+					if !killed[i] && !killed[j] {
+						survivors = append(survivors, [2]int{i, j})
+					}
 				}
 			}
+		}
+		if len(survivors) > 0 {
+			links = survivors
 		}
 		k := 1
 		if round > 1 {

@@ -7,11 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,13 +62,16 @@ func describe(rep *Report) string {
 	return b.String()
 }
 
-// TestStopAndKill runs one round of 3 members over each transport with a
-// stop and a kill: nothing may be wrong, hang, leak or fail unexpectedly,
-// and the traffic and the faults must really have happened.
-func TestStopAndKill(t *testing.T) {
+// TestFaults runs one round of 3 members over each transport with a stop,
+// a kill and, where there are tcp links, a reset: nothing may be wrong,
+// hang, leak or fail unexpectedly, and the traffic and the faults must
+// really have happened.
+func TestFaults(t *testing.T) {
 	for _, transport := range []string{TransportTCP, TransportSHM, TransportMixed} {
 		t.Run(transport, func(t *testing.T) {
-			rep := runSoak(t, testOptions(transport, FaultStop, FaultKill))
+			o := testOptions(transport)
+			o.Faults = defaultFaults(transport)
+			rep := runSoak(t, o)
 			if !rep.OK() {
 				t.Fatalf("the soak failed:\n%s", describe(rep))
 			}
@@ -80,7 +81,7 @@ func TestStopAndKill(t *testing.T) {
 			if rep.TotalOK() < testMinOps {
 				t.Errorf("%d operations ok, want at least %d:\n%s", rep.TotalOK(), testMinOps, describe(rep))
 			}
-			for _, f := range []string{FaultStop, FaultKill} {
+			for _, f := range o.Faults {
 				if rep.Faults[f] < 1 {
 					t.Errorf("%d %s faults injected, want at least 1", rep.Faults[f], f)
 				}
@@ -190,8 +191,11 @@ func TestFlags(t *testing.T) {
 	if fl.Members != DefaultMembers || fl.Transport != TransportTCP || !slices.Equal(fl.Faults, DefaultFaults) || fl.Duration != DefaultDuration {
 		t.Errorf("defaults: %+v", fl.Options)
 	}
-	if slices.Contains(fl.Faults, FaultReset) {
-		t.Errorf("reset is in the default faults")
+	if !slices.Contains(fl.Faults, FaultReset) {
+		t.Errorf("reset is not in the default faults over tcp")
+	}
+	if fl, err := parse("-transport", "shm"); err != nil || slices.Contains(fl.Faults, FaultReset) || !slices.Contains(fl.Faults, FaultKill) {
+		t.Errorf("-transport shm: faults %v, %v; want the defaults without reset", fl.Faults, err)
 	}
 	fl, err = parse("-n", "8", "-transport", "mixed", "-faults", "kill,reset,kill", "-seed", "42", "-rounds", "3", "-json")
 	if err != nil {
@@ -281,69 +285,5 @@ func TestClassify(t *testing.T) {
 		if got := classify(tc.err); got != tc.want {
 			t.Errorf("classify(%v) = %s, want %s", tc.err, got, tc.want)
 		}
-	}
-}
-
-// TestRelayReset: a reset breaks the connection through the relay on both
-// sides at once, and the relay takes a new connection to the same address.
-func TestRelayReset(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	upErrs := make(chan error, 4)
-	wg.Add(1)
-	go func() { // an echo server, reporting how each connection ended
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_, err := io.Copy(c, c)
-				upErrs <- err
-			}()
-		}
-	}()
-	defer func() { ln.Close(); wg.Wait() }()
-	rl, err := newRelay(ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rl.close()
-	echo := func() net.Conn {
-		c, err := net.Dial("tcp", rl.addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		buf := make([]byte, 5)
-		if _, err := c.Write([]byte("hello")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello" {
-			t.Fatalf("through the relay: %q, %v", buf, err)
-		}
-		return c
-	}
-	c := echo()
-	if n := rl.reset(); n != 1 {
-		t.Fatalf("reset broke %d connections, want 1", n)
-	}
-	if _, err := c.Read(make([]byte, 1)); err == nil || !strings.Contains(err.Error(), "reset") {
-		t.Errorf("the dialer's side after a reset: %v, want a connection reset", err)
-	}
-	c.Close()
-	if err := <-upErrs; err == nil || !strings.Contains(err.Error(), "reset") {
-		t.Errorf("the listener's side after a reset: %v, want a connection reset", err)
-	}
-	echo().Close() // the same address again
-	if err := <-upErrs; err != nil {
-		t.Errorf("a clean close through the relay: %v", err)
 	}
 }

@@ -132,7 +132,6 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 			ln.Close()
 			return fail(err)
 		}
-		defer tl.Close()
 	}
 	if needAccept > 0 {
 		accepting = true
@@ -185,6 +184,10 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	if err := w.groupReady(ctx); err != nil {
 		return fail(err)
 	}
+	// The listener stays open for the worker's life: a tcp link whose
+	// connection breaks is dialed again through it and resumes (a closed
+	// listener would turn every reset into a dead peer).
+	w.listener = tl
 	return w, nil
 }
 

@@ -138,6 +138,7 @@ type Worker struct {
 	// waits there instead of being lost. Both are nil for this worker.
 	peers    []atomic.Pointer[fifo.Conn]
 	outboxes []*outbox
+	listener *fifo.TCPListener // Start's, open until Close for re-dials of broken links; nil when none
 	ctx      context.Context
 	cancel   context.CancelFunc
 	gs       *goroutines // the worker's own; Close waits for them
@@ -625,6 +626,9 @@ func (w *Worker) Close() error {
 		if c := w.peers[i].Load(); c != nil {
 			c.Close()
 		}
+	}
+	if w.listener != nil {
+		w.listener.Close()
 	}
 	w.gs.wait()
 	if n := w.running.Load(); n > 0 {
