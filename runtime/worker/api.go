@@ -397,9 +397,22 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 		if closed {
 			return pendingCall{}, ErrClosed
 		}
-		return pendingCall{}, fmt.Errorf("%w: %v", ErrPeerFailed, err)
+		return pendingCall{}, refusal(err)
 	}
 	return pc, nil
+}
+
+// refusal is the worker's error for a call or remote the core refused
+// before sending it: the peer is dead, or an RRef argument cannot travel
+// (lost, or already released), each matched by its own sentinel.
+func refusal(err error) error {
+	switch {
+	case errors.Is(err, core.ErrHandleLost):
+		return fmt.Errorf("%w: %v", ErrLost, err)
+	case errors.Is(err, core.ErrUnknownHandle):
+		return fmt.Errorf("%w: %v", ErrDeleted, err)
+	}
+	return fmt.Errorf("%w: %v", ErrPeerFailed, err)
 }
 
 // await waits for the result due on ch (registered as id in p) from
@@ -442,6 +455,8 @@ func callError(res core.CallResult, fn string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownFunction, res.Message)
 	case rref.ErrorKindOwnerFailed:
 		return fmt.Errorf("%w: %s", ErrPeerFailed, res.Message)
+	case rref.ErrorKindLost:
+		return fmt.Errorf("%w: %s", ErrLost, res.Message)
 	case rref.ErrorKindTimeout:
 		return fmt.Errorf("%w: %s", context.DeadlineExceeded, res.Message)
 	}
@@ -556,7 +571,7 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 		return nil, ErrClosed
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPeerFailed, err)
+		return nil, refusal(err)
 	}
 	r := bindRRef[R](w, h)
 	r.owner = id

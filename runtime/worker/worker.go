@@ -497,7 +497,14 @@ func (w *Worker) answer(run core.Run, result []byte, refs []core.HandleID, err e
 			c.CompleteRemote(run.RRef, result, err != nil, msg)
 		case core.RunCall:
 			if rerr := c.Return(run.From, run.CallID, result, refs, kind, msg); rerr != nil {
-				c.Return(run.From, run.CallID, nil, nil, rref.ErrorKindUser, rerr.Error())
+				// A returned RRef cannot travel: its owner died, or it was
+				// cut off. The caller learns it as ErrLost, not as the
+				// function's own failure.
+				kind := rref.ErrorKindUser
+				if errors.Is(rerr, core.ErrHandleLost) {
+					kind = rref.ErrorKindLost
+				}
+				c.Return(run.From, run.CallID, nil, nil, kind, fmt.Sprintf("function %s: its result: %v", run.Fn, rerr))
 			}
 		}
 		// The call's arguments and the handles it returned (now forked to
