@@ -94,7 +94,7 @@ func (r *RRef[T]) Clone() (*RRef[T], error) {
 	var err error
 	r.w.apply(func(c *core.Core) { h, err = c.Dup(r.h) })
 	if err != nil {
-		return nil, err
+		return nil, refusal(err)
 	}
 	return bindRRef[T](r.w, h), nil
 }
@@ -402,9 +402,9 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 	return pc, nil
 }
 
-// refusal is the worker's error for a call or remote the core refused
-// before sending it: the peer is dead, or an RRef argument cannot travel
-// (lost, or already released), each matched by its own sentinel.
+// refusal is the worker's error for what the core refused at once (a call,
+// a remote, a clone): the peer is dead, or an RRef cannot travel or be
+// copied (lost, or already released), each matched by its own sentinel.
 func refusal(err error) error {
 	switch {
 	case errors.Is(err, core.ErrHandleLost):

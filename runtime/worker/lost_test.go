@@ -11,7 +11,8 @@ import (
 // a peer failure or the function's own error: a function that returns an
 // RRef whose owner died makes its caller's Call fail with ErrLost (the
 // soak saw "function keep failed: core: handle is lost" as an unexplained
-// user error), and passing an RRef already released fails with ErrDeleted.
+// user error); cloning it fails with ErrLost, and passing an RRef already
+// released fails with ErrDeleted.
 func TestRRefThatCannotTravel(t *testing.T) {
 	ws, err := NewGroup([]string{"A", "B", "C"}, Config{})
 	if err != nil {
@@ -56,6 +57,16 @@ func TestRRefThatCannotTravel(t *testing.T) {
 	var ue *UserError
 	if errors.As(err, &ue) {
 		t.Errorf("reported as the function's own error: %v", err)
+	}
+
+	for { // until A knows C died
+		if _, err := r.ToHere(ctx); errors.Is(err, ErrOwnerFailed) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if cl, err := r.Clone(); !errors.Is(err, ErrLost) {
+		t.Errorf("Clone of an RRef whose owner died: %v, %v; want ErrLost", cl, err)
 	}
 
 	Register(b, "take", func(ctx context.Context, r *RRef[int]) (int, error) { return 0, nil })
