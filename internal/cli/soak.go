@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register(command{"soak", "run a group of member processes under random traffic and faults (stop, kill, reset)", runSoak})
+	register(command{"soak", "run a group of member processes under random traffic and faults (stop, kill, reset, stall)", runSoak})
 }
 
 func runSoak(env *Env, args []string) int {
@@ -20,7 +20,7 @@ func runSoak(env *Env, args []string) int {
 	if soak.IsMember() {
 		return soak.ServeMember()
 	}
-	fs := newFlags(env, "soak", "[-n 3..8] [-transport tcp|shm|mixed] [-d DURATION] [-faults stop,kill,reset] [-seed N] [-rounds N] [-json]", `
+	fs := newFlags(env, "soak", "[-n 3..8] [-transport tcp|shm|mixed] [-d DURATION] [-faults stop,kill,reset,stall] [-seed N] [-rounds N] [-json]", `
 soak starts -n member processes of this executable, forming a group with
 worker.Start over loopback tcp (through relays this process owns), shared
 memory, or both (mixed), and has them call one another at random: Call, Go,
@@ -29,8 +29,10 @@ forwarded along chains, cloned, held and released. Every value follows from
 the seed, so every result is checked. Meanwhile it injects faults at times
 drawn from the seed: stop (SIGSTOP a member for 0.2-3 s: must fail
 nothing), kill (SIGKILL: only operations that involve the killed member may
-fail, and with an error), reset (an RST on one tcp link; not in the
-default set until tcp links reconnect). It runs in rounds, each a fresh
+fail, and with an error), reset (an RST on one tcp link: it must resume
+and fail nothing) and stall (one tcp link passes nothing for 0.2-3 s: must
+fail nothing); over shm, which has no tcp link, the default leaves reset
+and stall out. It runs in rounds, each a fresh
 group ending in worker.Shutdown, and prints what ran and the counters
 wrong, hung, leaked, unsettled, failed unexpectedly and illegal. Exit
 status 1 unless all are 0. An interrupt ends the current round early and

@@ -1,7 +1,9 @@
 // Package netfault breaks tcp connections on purpose, for tests and the
 // soak: a Relay forwards connections to an upstream address and can reset
-// every connection through it, or refuse new ones, as a network that
-// breaks would.
+// every connection through it, stall them (a partition: nothing passes,
+// nothing closes), or refuse new ones, as a network that breaks would. It
+// does in user space what tc netem does in a kernel that has it (this
+// project's machines do not).
 package netfault
 
 import (
@@ -26,7 +28,12 @@ type Relay struct {
 	refuse bool
 	done   bool
 	resets int // calls of Reset
-	wg     sync.WaitGroup
+	// open is closed while bytes may pass; a stall replaces it with an
+	// open one until the stall ends (stallEnd).
+	open     chan struct{}
+	stallEnd time.Time
+	stalls   int
+	wg       sync.WaitGroup
 	// ctx ends at Close: a dial to an upstream that never listens stops then.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -49,7 +56,8 @@ func NewRelay(upstream string) (*Relay, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Relay{ln: ln, upstream: upstream, pairs: map[*relayPair]struct{}{}, ctx: ctx, cancel: cancel}
+	r := &Relay{ln: ln, upstream: upstream, pairs: map[*relayPair]struct{}{}, ctx: ctx, cancel: cancel, open: make(chan struct{})}
+	close(r.open)
 	r.wg.Add(1)
 	go r.accept()
 	return r, nil
@@ -116,7 +124,7 @@ func (r *Relay) serve(down *net.TCPConn) {
 	copies.Add(2)
 	pipe := func(dst, src *net.TCPConn) {
 		defer copies.Done()
-		_, err := io.Copy(dst, src)
+		err := r.copy(dst, src)
 		var ne *net.OpError
 		if errors.As(err, &ne) {
 			// src was reset (or the relay reset it): pass the reset on.
@@ -131,6 +139,73 @@ func (r *Relay) serve(down *net.TCPConn) {
 	r.mu.Lock()
 	delete(r.pairs, p)
 	r.mu.Unlock()
+}
+
+// relayBuffer is how much a relay reads at once: what a stall holds per
+// direction beyond the kernel's socket buffers.
+const relayBuffer = 64 << 10
+
+// copy forwards src to dst until src ends, holding each read while the
+// relay is stalled. It returns src's error (nil at its end) or dst's.
+func (r *Relay) copy(dst, src *net.TCPConn) error {
+	buf := make([]byte, relayBuffer)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			r.mu.Lock()
+			open := r.open
+			r.mu.Unlock()
+			select {
+			case <-open:
+			case <-r.ctx.Done():
+				return net.ErrClosed
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Stall stops every byte through the relay, both ways and on connections
+// made meanwhile, for d from now (a stall already longer is kept): a
+// partition, or a peer that stopped reading, as its ends see it. Nothing
+// is closed or lost; what waited passes when the stall ends.
+func (r *Relay) Stall(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stalls++
+	end := time.Now().Add(d)
+	if end.Before(r.stallEnd) {
+		return
+	}
+	r.stallEnd = end
+	select {
+	case <-r.open: // not stalled: a new gate, closed
+		r.open = make(chan struct{})
+	default:
+	}
+	gate := r.open
+	time.AfterFunc(d, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.open == gate && !time.Now().Before(r.stallEnd) {
+			close(gate)
+		}
+	})
+}
+
+// Stalls reports how many times Stall was called.
+func (r *Relay) Stalls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stalls
 }
 
 // Reset breaks every connection through the relay with an RST to both

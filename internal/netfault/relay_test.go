@@ -1,6 +1,7 @@
 package netfault
 
 import (
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -120,5 +121,67 @@ func TestRelayRefuse(t *testing.T) {
 	}
 	if rl.Resets() != 0 {
 		t.Errorf("%d resets counted, want 0", rl.Resets())
+	}
+}
+
+// TestRelayStall: during a stall nothing passes and nothing closes; what
+// was sent passes when it ends, and a stall started during another keeps
+// the later end.
+func TestRelayStall(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	rl, err := NewRelay(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	c, err := net.Dial("tcp", rl.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func(wait time.Duration) error {
+		if _, err := c.Write([]byte("x")); err != nil {
+			return err
+		}
+		c.SetReadDeadline(time.Now().Add(wait))
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err
+	}
+	if err := roundTrip(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const stall = 400 * time.Millisecond
+	begin := time.Now()
+	rl.Stall(stall / 2)
+	rl.Stall(stall) // extends the first
+	var ne net.Error
+	if err := roundTrip(stall / 4); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("a byte passed a stall: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatalf("after the stall: %v", err)
+	}
+	if d := time.Since(begin); d < stall {
+		t.Errorf("the echo came back %v into a %v stall", d, stall)
+	}
+	if err := roundTrip(10 * time.Second); err != nil {
+		t.Fatalf("the connection after the stall: %v", err)
+	}
+	if rl.Stalls() != 2 || rl.Active() != 1 {
+		t.Errorf("stalls %d, active %d; want 2 and 1", rl.Stalls(), rl.Active())
 	}
 }

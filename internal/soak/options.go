@@ -31,9 +31,13 @@ const (
 	FaultStop  = "stop"  // SIGSTOP a member, SIGCONT it later: must fail nothing
 	FaultKill  = "kill"  // SIGKILL a member: only calls that involve it may fail
 	FaultReset = "reset" // reset one tcp connection between two members (in the relay)
+	FaultStall = "stall" // stall one tcp link for MinStop-MaxStop (in the relay): must fail nothing
 )
 
-var allFaults = []string{FaultStop, FaultKill, FaultReset}
+var allFaults = []string{FaultStop, FaultKill, FaultReset, FaultStall}
+
+// tcpFaults need a tcp link between members.
+var tcpFaults = []string{FaultReset, FaultStall}
 
 // Injections a test (or a suspicious operator) can ask members for, to
 // prove the harness sees each kind of failure. "" injects nothing.
@@ -92,14 +96,15 @@ const (
 )
 
 // DefaultFaults are every fault: a reset tcp link is dialed again and
-// resumes, so it must fail nothing. Over -transport shm, which has no tcp
-// link, the default leaves reset out (defaultFaults).
-var DefaultFaults = []string{FaultStop, FaultKill, FaultReset}
+// resumes, and a stalled one waits, so neither may fail anything. Over
+// -transport shm, which has no tcp link, the default leaves them out
+// (defaultFaults).
+var DefaultFaults = slices.Clone(allFaults)
 
 // defaultFaults are the faults a transport takes when none are chosen.
 func defaultFaults(transport string) []string {
 	if transport == TransportSHM {
-		return slices.DeleteFunc(slices.Clone(DefaultFaults), func(f string) bool { return f == FaultReset })
+		return slices.DeleteFunc(slices.Clone(DefaultFaults), func(f string) bool { return slices.Contains(tcpFaults, f) })
 	}
 	return slices.Clone(DefaultFaults)
 }
@@ -214,8 +219,10 @@ func (o Options) Validate() error {
 			return usageErr("unknown fault %q (faults: %s)", f, strings.Join(allFaults, ", "))
 		}
 	}
-	if slices.Contains(o.Faults, FaultReset) && o.Transport == TransportSHM {
-		return usageErr("-faults reset breaks tcp links; -transport shm has none (use tcp or mixed)")
+	for _, f := range tcpFaults {
+		if slices.Contains(o.Faults, f) && o.Transport == TransportSHM {
+			return usageErr("-faults %s acts on tcp links; -transport shm has none (use tcp or mixed)", f)
+		}
 	}
 	if slices.Contains(o.Faults, FaultStop) && o.OpDeadline < MinOpDeadline {
 		return usageErr("-deadline must be at least %v with stop faults: a stopped peer delays calls", MinOpDeadline)
@@ -229,8 +236,8 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// ParseFaults parses -faults: a comma-separated list of stop, kill and
-// reset, or "none".
+// ParseFaults parses -faults: a comma-separated list of stop, kill, reset
+// and stall, or "none".
 func ParseFaults(s string) ([]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "none" || s == "" {
@@ -262,7 +269,7 @@ type Flags struct {
 func BindFlags(fs *flag.FlagSet) func() (Flags, error) {
 	n := fs.Int("n", DefaultMembers, fmt.Sprintf("members per group (%d to %d)", MinMembers, MaxMembers))
 	transport := fs.String("transport", TransportTCP, "tcp, shm or mixed (the first members tcp, the others shm)")
-	faults := fs.String("faults", strings.Join(DefaultFaults, ","), "faults to inject: stop, kill, reset (comma-separated), or none; reset is left out of the default over shm")
+	faults := fs.String("faults", strings.Join(DefaultFaults, ","), "faults to inject: stop, kill, reset, stall (comma-separated), or none; reset and stall are left out of the default over shm")
 	d := fs.Duration("d", DefaultDuration, "how long to run (rounds keep starting until then)")
 	rounds := fs.Int("rounds", 0, "run exactly this many rounds instead of for -d")
 	from := fs.Int("from", 1, "number of the first round (with -seed, -from K -rounds 1 replays round K)")

@@ -208,6 +208,7 @@ type killRecord struct {
 	at     int64 // Unix nanoseconds, taken just before the signal
 }
 
+// resetRecord is a reset or a stall of a link.
 type resetRecord struct {
 	link [2]int
 	at   int64
@@ -577,6 +578,14 @@ func (rr *roundRun) inject(fe faultEvent) {
 		if rl.Reset() > 0 {
 			rr.faults[FaultReset]++
 		}
+	case FaultStall:
+		a, b := fe.link[0], fe.link[1]
+		if !rr.procs[a].live() || !rr.procs[b].live() {
+			return
+		}
+		rr.resets = append(rr.resets, resetRecord{link: fe.link, at: time.Now().UnixNano()})
+		rr.relays[fe.link].Stall(fe.dur)
+		rr.faults[FaultStall]++
 	}
 }
 

@@ -23,6 +23,7 @@ const planStream = 0x5eed_91a7
 const (
 	maxStopsPerRound  = 3
 	maxResetsPerRound = 2
+	maxStallsPerRound = 2
 	// killChanceOutOf: a round after the first has kills with probability
 	// 3/4, so some rounds check that a clean group fails nothing at all.
 	killChanceOutOf = 4
@@ -46,10 +47,10 @@ func maxKills(n int) int { return max(1, (n-2)/2) }
 
 type faultEvent struct {
 	at     time.Duration // from the start of traffic
-	kind   string        // FaultStop, FaultKill, FaultReset, or evCont
+	kind   string        // FaultStop, FaultKill, FaultReset, FaultStall, or evCont
 	member int           // stop, cont, kill
-	dur    time.Duration // stop
-	link   [2]int        // reset: the two members, lower first
+	dur    time.Duration // stop, stall
+	link   [2]int        // reset, stall: the two members, lower first
 }
 
 // evCont resumes a stopped member.
@@ -102,19 +103,16 @@ func plan(o Options, round int) roundPlan {
 		if round > 1 {
 			k = rng.IntN(maxStopsPerRound + 1)
 		}
-		longest := min(MaxStop, time.Duration(T*stopShare))
 		for range k {
-			d := MinStop + time.Duration(rng.Int64N(int64(longest-MinStop)+1))
-			latest := max(time.Duration(T*faultFrom), p.traffic-d-time.Duration(T*faultFrom))
-			start := time.Duration(T*faultFrom) + time.Duration(rng.Int64N(int64(latest-time.Duration(T*faultFrom))+1))
+			d, start := p.window(rng)
 			m := rng.IntN(n)
 			p.events = append(p.events, faultEvent{at: start, kind: FaultStop, member: m, dur: d},
 				faultEvent{at: start + d, kind: evCont, member: m})
 		}
 	}
-	if slices.Contains(o.Faults, FaultReset) {
+	if slices.Contains(o.Faults, FaultReset) || slices.Contains(o.Faults, FaultStall) {
 		// A link to a member killed this round may be gone before its
-		// reset: reset links between survivors, where there are any.
+		// reset or stall: pick links between survivors, where there are any.
 		killed := map[int]bool{}
 		for _, e := range p.events {
 			if e.kind == FaultKill {
@@ -135,18 +133,44 @@ func plan(o Options, round int) roundPlan {
 		if len(survivors) > 0 {
 			links = survivors
 		}
-		k := 1
-		if round > 1 {
-			k = rng.IntN(maxResetsPerRound + 1)
+		if slices.Contains(o.Faults, FaultReset) {
+			k := 1
+			if round > 1 {
+				k = rng.IntN(maxResetsPerRound + 1)
+			}
+			for range k {
+				if len(links) > 0 {
+					p.events = append(p.events, faultEvent{at: at(faultFrom, resetUntil), kind: FaultReset, link: links[rng.IntN(len(links))]})
+				}
+			}
 		}
-		for range k {
-			if len(links) > 0 {
-				p.events = append(p.events, faultEvent{at: at(faultFrom, resetUntil), kind: FaultReset, link: links[rng.IntN(len(links))]})
+		if slices.Contains(o.Faults, FaultStall) {
+			k := 1
+			if round > 1 {
+				k = rng.IntN(maxStallsPerRound + 1)
+			}
+			for range k {
+				if len(links) > 0 {
+					d, start := p.window(rng)
+					p.events = append(p.events, faultEvent{at: start, kind: FaultStall, link: links[rng.IntN(len(links))], dur: d})
+				}
 			}
 		}
 	}
 	slices.SortStableFunc(p.events, func(a, b faultEvent) int { return cmp.Compare(a.at, b.at) })
 	return p
+}
+
+// window draws a fault lasting MinStop-MaxStop (at most stopShare of the
+// traffic) and its start, so that it ends inside the traffic with traffic
+// around it.
+func (p roundPlan) window(rng *rand.Rand) (d, start time.Duration) {
+	T := float64(p.traffic)
+	longest := min(MaxStop, time.Duration(T*stopShare))
+	d = MinStop + time.Duration(rng.Int64N(int64(longest-MinStop)+1))
+	latest := max(time.Duration(T*faultFrom), p.traffic-d-time.Duration(T*faultFrom))
+	start = time.Duration(T*faultFrom) + time.Duration(rng.Int64N(int64(latest-time.Duration(T*faultFrom))+1))
+	return d, start
 }
 
 // describe is the plan in one line, as the round's progress prints it.
@@ -169,6 +193,8 @@ func (p roundPlan) describe(names []string) string {
 			parts = append(parts, fmt.Sprintf("kill %s@%s", names[e.member], s))
 		case FaultReset:
 			parts = append(parts, fmt.Sprintf("reset %s-%s@%s", names[e.link[0]], names[e.link[1]], s))
+		case FaultStall:
+			parts = append(parts, fmt.Sprintf("stall %s-%s@%s for %s", names[e.link[0]], names[e.link[1]], s, e.dur.Round(time.Millisecond)))
 		}
 	}
 	if len(parts) == 0 {

@@ -57,7 +57,7 @@ type Report struct {
 	Unexpected int `json:"unexpected"`
 	Illegal    int `json:"illegal"` // illegal transitions in a core
 	// UnexpectedOnReset are the unexpected failures that involved both
-	// ends of a reset link (counted in Unexpected too).
+	// ends of a reset or stalled link (counted in Unexpected too).
 	UnexpectedOnReset int `json:"unexpected_on_reset"`
 
 	Problems     []string `json:"problems,omitempty"` // the first maxProblems
@@ -139,19 +139,19 @@ func (r *Report) TotalOK() uint64 {
 // tally is the part of a report a round's progress line shows.
 type tally struct {
 	ok                                                  uint64
-	failedKill, stops, kills, resets                    int
+	failedKill, stops, kills, resets, stalls            int
 	wrong, hung, leaked, unsettled, unexpected, illegal int
 }
 
 func (r *Report) tally() tally {
-	return tally{r.TotalOK(), r.FailedKill, r.Faults[FaultStop], r.Faults[FaultKill], r.Faults[FaultReset],
+	return tally{r.TotalOK(), r.FailedKill, r.Faults[FaultStop], r.Faults[FaultKill], r.Faults[FaultReset], r.Faults[FaultStall],
 		r.Wrong, r.Hung, r.Leaked, r.Unsettled, r.Unexpected, r.Illegal}
 }
 
 // since describes what changed from an earlier tally (one round's share).
 func (t tally) since(b tally) string {
-	return fmt.Sprintf("%d ops ok, %d failed by kills; faults stop %d kill %d reset %d; wrong %d hung %d leaked %d unsettled %d unexpected %d illegal %d",
-		t.ok-b.ok, t.failedKill-b.failedKill, t.stops-b.stops, t.kills-b.kills, t.resets-b.resets,
+	return fmt.Sprintf("%d ops ok, %d failed by kills; faults stop %d kill %d reset %d stall %d; wrong %d hung %d leaked %d unsettled %d unexpected %d illegal %d",
+		t.ok-b.ok, t.failedKill-b.failedKill, t.stops-b.stops, t.kills-b.kills, t.resets-b.resets, t.stalls-b.stalls,
 		t.wrong-b.wrong, t.hung-b.hung, t.leaked-b.leaked, t.unsettled-b.unsettled, t.unexpected-b.unexpected, t.illegal-b.illegal)
 }
 
@@ -224,7 +224,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "unsettled shutdowns\t%d\t\n", r.Unsettled)
 	fmt.Fprintf(tw, "failed unexpectedly\t%d\t\n", r.Unexpected)
 	if r.UnexpectedOnReset > 0 {
-		fmt.Fprintf(tw, "  of which on a reset link\t%d\t\n", r.UnexpectedOnReset)
+		fmt.Fprintf(tw, "  of which on a reset or stalled link\t%d\t\n", r.UnexpectedOnReset)
 	}
 	fmt.Fprintf(tw, "illegal transitions\t%d\t\n", r.Illegal)
 	tw.Flush()

@@ -174,7 +174,7 @@ func TestFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"-n", "2"}, {"-n", "9"}, {"-n", "0"}, {"-transport", "udp"}, {"-faults", "stop,explode"},
-		{"-faults", "reset", "-transport", "shm"}, {"-d", "0s"}, {"-d", "-1m"}, {"-round", "10ms"},
+		{"-faults", "reset", "-transport", "shm"}, {"-faults", "stall", "-transport", "shm"}, {"-d", "0s"}, {"-d", "-1m"}, {"-round", "10ms"},
 		{"-clients", "0"}, {"-deadline", "0s"}, {"-deadline", "1s"}, {"-rounds", "-1"}, {"-from", "0"},
 		{"extra"}, {"-n", "many"},
 	} {
@@ -191,11 +191,11 @@ func TestFlags(t *testing.T) {
 	if fl.Members != DefaultMembers || fl.Transport != TransportTCP || !slices.Equal(fl.Faults, DefaultFaults) || fl.Duration != DefaultDuration {
 		t.Errorf("defaults: %+v", fl.Options)
 	}
-	if !slices.Contains(fl.Faults, FaultReset) {
-		t.Errorf("reset is not in the default faults over tcp")
+	if !slices.Equal(fl.Faults, allFaults) {
+		t.Errorf("default faults over tcp %v, want every fault %v", fl.Faults, allFaults)
 	}
-	if fl, err := parse("-transport", "shm"); err != nil || slices.Contains(fl.Faults, FaultReset) || !slices.Contains(fl.Faults, FaultKill) {
-		t.Errorf("-transport shm: faults %v, %v; want the defaults without reset", fl.Faults, err)
+	if fl, err := parse("-transport", "shm"); err != nil || !slices.Equal(fl.Faults, []string{FaultStop, FaultKill}) {
+		t.Errorf("-transport shm: faults %v, %v; want the defaults without the tcp faults", fl.Faults, err)
 	}
 	fl, err = parse("-n", "8", "-transport", "mixed", "-faults", "kill,reset,kill", "-seed", "42", "-rounds", "3", "-json")
 	if err != nil {
@@ -241,8 +241,11 @@ func TestPlan(t *testing.T) {
 			if e.kind == FaultStop && (e.dur < MinStop || e.dur > MaxStop || e.at+e.dur > p.traffic) {
 				t.Errorf("round %d: a stop of %v at %v", round, e.dur, e.at)
 			}
-			if e.kind == FaultReset && !p.tcpLink(e.link[0], e.link[1]) {
-				t.Errorf("round %d: a reset of shm link %v", round, e.link)
+			if (e.kind == FaultReset || e.kind == FaultStall) && !p.tcpLink(e.link[0], e.link[1]) {
+				t.Errorf("round %d: a %s of shm link %v", round, e.kind, e.link)
+			}
+			if e.kind == FaultStall && (e.dur < MinStop || e.dur > MaxStop || e.at+e.dur > p.traffic) {
+				t.Errorf("round %d: a stall of %v at %v", round, e.dur, e.at)
 			}
 		}
 		if kinds[FaultKill] > maxKills(o.Members) {
