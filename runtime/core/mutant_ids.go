@@ -14,4 +14,5 @@ const (
 	mutLateRemoteRecreates                          // a late RemoteCall re-creates a freed value
 	mutPendingReleaseNoDelete                       // a pending user released sends no delete
 	mutDuplicateForkCounted                         // a duplicate fork request is counted twice
+	mutDeletedForUnknownFork                        // a freed value answers a fork it never knew (a cut child) deleted, not lost
 )

@@ -12,6 +12,7 @@ var Mutants = map[string]mutantID{
 	"late-remote-recreates":       mutLateRemoteRecreates,
 	"pending-release-no-delete":   mutPendingReleaseNoDelete,
 	"duplicate-fork-counted":      mutDuplicateForkCounted,
+	"deleted-for-unknown-fork":    mutDeletedForUnknownFork,
 }
 
 var activeMutant mutantID

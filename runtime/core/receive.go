@@ -181,6 +181,13 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
 	o, gone := c.ownerOf(m.RRef)
 	if o == nil && gone != rref.ErrorKindNone {
+		if gone == rref.ErrorKindDeleted && !c.forkGone(m.Fork) && !mutant(mutDeletedForUnknownFork) {
+			// The value was freed, and this fork was never among its
+			// references: a crash cut it off (its parent died before the
+			// owner heard of it). Its handle is live, so it is lost, not
+			// deleted (S4); a released handle's fork is remembered as gone.
+			gone = rref.ErrorKindLost
+		}
 		c.send(from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: gone}))
 		return nil
 	}
