@@ -208,7 +208,7 @@ func (c *Core) Release(h HandleID) error {
 	if u == nil {
 		return nil
 	}
-	if u.state == rref.UserPending && mutant(mutCreatorDeleteNotDeferred) {
+	if u.state == rref.UserPending && (mutant(mutCreatorDeleteNotDeferred) || u.timedOut && mutant(mutTimedOutDeleteEarly)) {
 		u.state = rref.UserDeleted
 		c.send(u.owner, c.msgs.userDelete.fill(rref.UserDelete{RRef: u.rref, Fork: u.fork}))
 		return nil

@@ -442,7 +442,9 @@ func (c *Core) maybeFree(id RRefID, o *ownerRec) {
 		return
 	}
 	delete(c.owners, id)
-	c.tombstone(id, rref.ErrorKindDeleted)
+	if !mutant(mutNoTombstone) {
+		c.tombstone(id, rref.ErrorKindDeleted)
+	}
 	c.ready.Freed = append(c.ready.Freed, Freed{RRef: id, Value: o.value})
 }
 
@@ -548,7 +550,7 @@ func (c *Core) giveUp(id RRefID, o *ownerRec, e rref.OwnerEvent) bool {
 // failFetch answers a waiting fetch with an error: in a FetchRet, or, for
 // this worker's own fetch, in a FetchResult.
 func (c *Core) failFetch(id RRefID, w waitingFetch, k ErrorKind) {
-	if w.from == c.self {
+	if w.from == c.self && !mutant(mutSelfFetchSent) {
 		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: w.fetchID, Handle: w.handle, Err: k})
 		return
 	}

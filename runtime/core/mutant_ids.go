@@ -15,4 +15,11 @@ const (
 	mutPendingReleaseNoDelete                       // a pending user released sends no delete
 	mutDuplicateForkCounted                         // a duplicate fork request is counted twice
 	mutDeletedForUnknownFork                        // a freed value answers a fork it never knew (a cut child) deleted, not lost
+	mutDeadHolderKept                               // a dead user's forks are not reclaimed
+	mutOwnerDeathNotToFetches                       // an owner's death does not fail the fetches waiting on it
+	mutDeadChildPinned                              // a dead child stays pinned on its parent
+	mutNoTombstone                                  // a freed value leaves no tombstone
+	mutTimedOutDeleteEarly                          // a timed-out remote's delete leaves before its RemoteRet
+	mutAckUnrecorded                                // the owner acks a fork request without counting the fork
+	mutSelfFetchSent                                // the owner fails its own waiting fetch with a message to itself
 )

@@ -13,6 +13,13 @@ var Mutants = map[string]mutantID{
 	"pending-release-no-delete":   mutPendingReleaseNoDelete,
 	"duplicate-fork-counted":      mutDuplicateForkCounted,
 	"deleted-for-unknown-fork":    mutDeletedForUnknownFork,
+	"dead-holder-kept":            mutDeadHolderKept,
+	"owner-death-not-to-fetches":  mutOwnerDeathNotToFetches,
+	"dead-child-pinned":           mutDeadChildPinned,
+	"no-tombstone":                mutNoTombstone,
+	"timed-out-delete-early":      mutTimedOutDeleteEarly,
+	"ack-unrecorded":              mutAckUnrecorded,
+	"self-fetch-sent":             mutSelfFetchSent,
 }
 
 var activeMutant mutantID

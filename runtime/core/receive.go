@@ -297,8 +297,10 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		}
 		return nil
 	}
-	o.forks[m.Fork] = f
-	o.known++
+	if !mutant(mutAckUnrecorded) {
+		o.forks[m.Fork] = f
+		o.known++
+	}
 	c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork}))
 	return nil
 }
@@ -381,7 +383,7 @@ func (c *Core) PeerFailed(w WorkerID) {
 		o := c.owners[id]
 		for _, fid := range sortedForks(o.forks) {
 			f := o.forks[fid]
-			if f.holder == w && c.stepFork(&f, rref.ForkOnHolderFailed) == genrt.Moved {
+			if f.holder == w && !mutant(mutDeadHolderKept) && c.stepFork(&f, rref.ForkOnHolderFailed) == genrt.Moved {
 				c.storeFork(o, fid, f)
 				o.known--
 			}
@@ -407,13 +409,13 @@ func (c *Core) PeerFailed(w WorkerID) {
 		switch {
 		case p.owner == w:
 			c.resolvePin(child, p, rref.ChildPinOnOwnerFailed)
-		case p.child == w:
+		case p.child == w && !mutant(mutDeadChildPinned):
 			c.resolvePin(child, p, rref.ChildPinOnChildFailed)
 		}
 	}
 	for _, id := range sortedU64(c.fetches) {
 		f := c.fetches[id]
-		if u := c.users[f.fork]; u != nil && u.owner == w {
+		if u := c.users[f.fork]; u != nil && u.owner == w && !mutant(mutOwnerDeathNotToFetches) {
 			delete(c.fetches, id)
 			u.fetching--
 			c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: id, Handle: f.handle, Err: rref.ErrorKindOwnerFailed})
