@@ -644,12 +644,25 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 	descs := func(ds []rref.RRefDesc, to WorkerID, bindName string) {
 		for _, d := range ds {
 			mon.owners[d.RRef] = d.Owner
+			if d.Cut != rref.ErrorKindNone {
+				// A cut handle passed on: its copy is cut too, never confirmed
+				// and never deleted, and its value may be gone (S1's exception).
+				mon.exempt[d.Fork] = true
+			}
 			if d.Parent == (ForkID{Worker: d.RRef.Worker, Local: d.RRef.Local}) {
 				mon.path[d.Fork] = nil
 				mon.answered[d.Fork] = true // the owner knew the fork when it sent it
 			} else {
 				mon.children[d.Parent] = append(slices.Clone(mon.children[d.Parent]), d.Fork)
 				mon.path[d.Fork] = append(slices.Clone(mon.path[d.Parent]), from)
+				// A fork minted after a worker on its path died is as cut as
+				// one that was unconfirmed at the crash: the crash's
+				// exemption holds for it too (a child of a cut handle).
+				for _, x := range mon.path[d.Fork] {
+					if w.dead[x-1] {
+						mon.exempt[d.Fork] = true
+					}
+				}
 			}
 			if bindName != "" {
 				w.travel[d.Fork] = travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork}

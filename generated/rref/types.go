@@ -181,6 +181,13 @@ type RRefDesc struct {
 	Parent ForkID
 	// The value's type name, for typed handles.
 	TypeName string
+	/*
+	   none, or why the sender's handle was already cut off when it passed it on: lost (its
+	   fork refused, or the value freed under it after a crash) or owner_failed. Such a copy
+	   still travels, so a call or return with it runs; the receiver's handle is never
+	   confirmed and fails its fetches with this kind.
+	*/
+	Cut ErrorKind
 }
 
 // SizeRRefDesc is the encoded size of v.
@@ -191,6 +198,7 @@ func SizeRRefDesc(v *RRefDesc) int {
 	n += SizeForkID(&v.Fork)
 	n += SizeForkID(&v.Parent)
 	n += genrt.SizeBytes(len(v.TypeName))
+	n += 1
 	return n
 }
 
@@ -201,6 +209,7 @@ func AppendRRefDesc(b []byte, v *RRefDesc) []byte {
 	b = AppendForkID(b, &v.Fork)
 	b = AppendForkID(b, &v.Parent)
 	b = genrt.AppendString(b, string(v.TypeName))
+	b = append(b, byte(v.Cut))
 	return b
 }
 
@@ -247,6 +256,16 @@ func ConsumeRRefDesc(b []byte, lim *genrt.Limits) (v RRefDesc, n int, err error)
 		}
 		v.TypeName = x
 		off += k
+	}
+	{
+		if off >= len(b) {
+			return v, 0, genrt.Wrap("RRefDesc", "cut", off, genrt.ErrTruncated)
+		}
+		v.Cut = ErrorKind(b[off])
+		off++
+		if !v.Cut.Valid() {
+			return v, 0, genrt.Wrap("RRefDesc", "cut", off, genrt.ErrBadEnum)
+		}
 	}
 	return v, off, nil
 }

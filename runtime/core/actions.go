@@ -25,7 +25,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 	if c.dead[worker] {
 		return 0, fmt.Errorf("%w: remote to worker %d", ErrPeerDead, worker)
 	}
-	if err := c.checkPassable(refs); err != nil {
+	if err := c.checkPassable(refs, true); err != nil {
 		return 0, err
 	}
 	id := RRefID{Worker: c.self, Local: c.newID()}
@@ -61,7 +61,7 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 	if c.dead[worker] {
 		return 0, fmt.Errorf("%w: call to worker %d", ErrPeerDead, worker)
 	}
-	if err := c.checkPassable(refs); err != nil {
+	if err := c.checkPassable(refs, true); err != nil {
 		return 0, err
 	}
 	id := c.newLocal()
@@ -78,7 +78,7 @@ func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID
 	if c.dead[to] {
 		return nil
 	}
-	if err := c.checkPassable(refs); err != nil {
+	if err := c.checkPassable(refs, true); err != nil {
 		return err
 	}
 	c.send(to, c.msgs.callRet.fill(rref.CallRet{CallID: callID, Error: errKind, Message: msg, Result: result, RRefs: c.forkAll(refs, to)}))
@@ -222,23 +222,51 @@ func (c *Core) Release(h HandleID) error {
 	return nil
 }
 
-// checkPassable rejects handles that cannot be passed on.
-func (c *Core) checkPassable(refs []HandleID) error {
+// checkPassable rejects handles that cannot be passed on: unknown or
+// released ones, and, unless cut is allowed (a call or return, where a cut
+// handle travels as such), lost and orphaned ones.
+func (c *Core) checkPassable(refs []HandleID, cut bool) error {
 	for _, h := range refs {
 		hr := c.handles[h]
 		if hr == nil {
 			return fmt.Errorf("%w: handle %d", ErrUnknownHandle, h)
 		}
-		if hr.kind == handleLost {
+		if (!cut || mutant(mutCutRefused)) && c.cutKind(hr) != rref.ErrorKindNone {
 			return fmt.Errorf("%w: handle %d", ErrHandleLost, h)
-		}
-		if hr.kind == handleUser {
-			if u := c.users[hr.fork]; u == nil || u.state == rref.UserLost || u.state == rref.UserOrphaned {
-				return fmt.Errorf("%w: handle %d", ErrHandleLost, h)
-			}
 		}
 	}
 	return nil
+}
+
+// cutKind says why a handle is cut off from its value (lost, or its owner
+// failed), or none when it is not.
+func (c *Core) cutKind(hr *handleRec) ErrorKind {
+	switch hr.kind {
+	case handleLost:
+		return hr.lost
+	case handleUser:
+		switch u := c.users[hr.fork]; {
+		case u == nil || u.state == rref.UserLost:
+			return rref.ErrorKindLost
+		case u.state == rref.UserOrphaned:
+			return rref.ErrorKindOwnerFailed
+		}
+	}
+	return rref.ErrorKindNone
+}
+
+// ownerOfHandle is the worker that owns the value behind hr.
+func (c *Core) ownerOfHandle(hr *handleRec) WorkerID {
+	switch hr.kind {
+	case handleOwner, handleSelfFork:
+		return c.self
+	case handleLost:
+		return hr.owner
+	}
+	if u := c.users[hr.fork]; u != nil {
+		return u.owner
+	}
+	return 0
 }
 
 // forkAll mints a child fork of each handle for worker to.
@@ -258,6 +286,15 @@ func (c *Core) forkAll(refs []HandleID, to WorkerID) []rref.RRefDesc {
 // until the child reports the owner's answer (G2).
 func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 	child := ForkID{Worker: c.self, Local: c.newID()}
+	if k := c.cutKind(hr); k != rref.ErrorKindNone {
+		// A cut handle travels as one: no pin and no fork to confirm, for
+		// there is no value to protect; the receiver's copy is cut too.
+		parent := hr.fork
+		if parent == (ForkID{}) {
+			parent = asFork(hr.rref)
+		}
+		return rref.RRefDesc{Owner: c.ownerOfHandle(hr), RRef: hr.rref, Fork: child, Parent: parent, Cut: k}
+	}
 	if hr.kind == handleOwner || hr.kind == handleSelfFork {
 		o := c.owners[hr.rref]
 		for {
@@ -321,6 +358,14 @@ func (c *Core) receiveAll(from WorkerID, descs []rref.RRefDesc, run *pendingRun)
 
 // receive makes a handle for one descriptor. It returns the new UserRRef, if any.
 func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
+	if d.Cut != rref.ErrorKindNone {
+		// The sender's handle was cut off: so is this copy, at once.
+		k := d.Cut
+		if k != rref.ErrorKindOwnerFailed {
+			k = rref.ErrorKindLost
+		}
+		return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, fork: d.Fork, lost: k, owner: d.Owner}), nil
+	}
 	parentIsOwner := d.Parent == asFork(d.RRef)
 	if d.Owner == c.self {
 		// The owner as callee: no UserRRef, just a local handle.
@@ -331,11 +376,17 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 				gone = rref.ErrorKindLost
 			}
 		}
+		if o == nil && gone == rref.ErrorKindDeleted && !parentIsOwner && !c.forkGone(d.Parent) {
+			// Freed, and the sender's fork was never among its references:
+			// a crash cut it off, so this copy is lost, not deleted (as a
+			// fetch through such a fork is, in onFetchCall).
+			gone = rref.ErrorKindLost
+		}
 		if o == nil {
 			if !parentIsOwner {
 				c.send(from, c.msgs.childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork, Refused: true}))
 			}
-			return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, lost: gone}), nil
+			return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, fork: d.Fork, lost: gone, owner: c.self}), nil
 		}
 		o.local++
 		if !parentIsOwner {
@@ -349,7 +400,7 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 	}
 	if _, dup := c.users[d.Fork]; dup {
 		c.refuse(from, rref.CodeCall, "fork %v received twice", d.Fork)
-		return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, lost: rref.ErrorKindBadRequest}), nil
+		return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, lost: rref.ErrorKindBadRequest, owner: d.Owner}), nil
 	}
 	u := &userRec{state: rref.UserStart, owner: d.Owner, rref: d.RRef, fork: d.Fork, parent: d.Parent, parentW: from}
 	c.users[d.Fork] = u
@@ -385,7 +436,7 @@ func (c *Core) settleRuns(u *userRec) {
 // this same worker, confirmed by the owner like any fork (as a pass to self
 // would be, without the call).
 func (c *Core) Dup(h HandleID) (HandleID, error) {
-	if err := c.checkPassable([]HandleID{h}); err != nil {
+	if err := c.checkPassable([]HandleID{h}, false); err != nil {
 		return 0, err
 	}
 	hr := c.handles[h]

@@ -91,10 +91,11 @@ const (
 )
 
 type handleRec struct {
-	kind handleKind
-	rref RRefID
-	fork ForkID // user and self-fork handles
-	lost ErrorKind
+	kind  handleKind
+	rref  RRefID
+	fork  ForkID // user and self-fork handles
+	lost  ErrorKind
+	owner WorkerID // lost handles: the value's owner, named when the handle is passed on
 }
 
 type pendingRun struct {
@@ -462,6 +463,7 @@ func (c *Core) maybeDrain(u *userRec) {
 		} else if u.state != rref.UserDeleted {
 			delete(c.users, u.fork) // lost or orphaned: the handle alone remembers why
 			h.kind = handleLost
+			h.owner = u.owner
 			h.lost = rref.ErrorKindLost
 			if u.state == rref.UserOrphaned {
 				h.lost = rref.ErrorKindOwnerFailed

@@ -22,4 +22,5 @@ const (
 	mutTimedOutDeleteEarly                          // a timed-out remote's delete leaves before its RemoteRet
 	mutAckUnrecorded                                // the owner acks a fork request without counting the fork
 	mutSelfFetchSent                                // the owner fails its own waiting fetch with a message to itself
+	mutCutRefused                                   // a cut handle cannot be passed or returned (the call fails)
 )

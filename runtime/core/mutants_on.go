@@ -20,6 +20,7 @@ var Mutants = map[string]mutantID{
 	"timed-out-delete-early":      mutTimedOutDeleteEarly,
 	"ack-unrecorded":              mutAckUnrecorded,
 	"self-fetch-sent":             mutSelfFetchSent,
+	"cut-refused":                 mutCutRefused,
 }
 
 var activeMutant mutantID

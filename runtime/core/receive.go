@@ -446,6 +446,7 @@ func (c *Core) loseLocalHandles(ids map[RRefID]bool) {
 	for _, h := range c.handles {
 		if h.kind == handleOwner && ids[h.rref] {
 			h.kind = handleLost
+			h.owner = c.self
 			h.lost = rref.ErrorKindLost
 		}
 	}

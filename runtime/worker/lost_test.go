@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// An RRef that cannot travel is reported by what happened to it, not as
-// a peer failure or the function's own error: a function that returns an
-// RRef whose owner died makes its caller's Call fail with ErrLost (the
-// soak saw "function keep failed: core: handle is lost" as an unexplained
-// user error); cloning it fails with ErrLost, and passing an RRef already
-// released fails with ErrDeleted.
+// An RRef cut off from its value still travels, as a cut copy: a function
+// that returns an RRef whose owner died returns normally, and its caller's
+// copy fails ToHere with ErrOwnerFailed (the soak once saw "function keep
+// failed: core: handle is lost" as an unexplained user error). Cloning a
+// cut RRef fails with ErrLost, and passing an RRef already released fails
+// with ErrDeleted, not as a peer failure.
 func TestRRefThatCannotTravel(t *testing.T) {
 	ws, err := NewGroup([]string{"A", "B", "C"}, Config{})
 	if err != nil {
@@ -51,13 +51,13 @@ func TestRRefThatCannotTravel(t *testing.T) {
 	<-started
 	c.Close()
 	got, err := f.Wait(ctx)
-	if !errors.Is(err, ErrLost) {
-		t.Fatalf("a result RRef whose owner died: %v, %v; want ErrLost", got, err)
+	if err != nil {
+		t.Fatalf("returning an RRef whose owner died: %v", err)
 	}
-	var ue *UserError
-	if errors.As(err, &ue) {
-		t.Errorf("reported as the function's own error: %v", err)
+	if v, err := got.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
+		t.Errorf("the caller's copy of a cut RRef: ToHere %d, %v; want ErrOwnerFailed", v, err)
 	}
+	got.Release()
 
 	for { // until A knows C died
 		if _, err := r.ToHere(ctx); errors.Is(err, ErrOwnerFailed) {
