@@ -195,6 +195,18 @@ func shortest(sc *Scenario, opt Options, r *Result) {
 		for pos, c := range choices {
 			n := w.Clone()
 			n.Step(c)
+			if n.Violation() != nil {
+				// The violation is on this edge: report it before the
+				// de-duplication below, since the state it leads into may
+				// have been reached before without one.
+				path := []int{pos}
+				for j := i; nodes[j].parent >= 0; j = nodes[j].parent {
+					path = append([]int{nodes[j].choice}, path...)
+				}
+				res := Replay(sc, path, opt.Factory)
+				r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, path
+				return
+			}
 			var k stateKey
 			k, buf = keyOf(n, buf)
 			if seen[k] {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/runtime/core"
 )
 
 // TestCorpus explores every scenario exhaustively, bounded so the default test
@@ -148,5 +149,30 @@ func TestMonitorsBindToSpecInvariants(t *testing.T) {
 	}
 	if strings.Contains(string(src), `w.fail("S`) || strings.Contains(string(src), `w.fail("L`) {
 		t.Error("a monitor names an invariant by a literal instead of the spec's constant")
+	}
+}
+
+// TestStateEncodingIsUnambiguous: states that differ only in how a handle's
+// name, its number, a fetched value and its error would run together, or
+// in which values are exempt, encode differently (they once merged, which
+// made the search skip states it had never seen).
+func TestStateEncodingIsUnambiguous(t *testing.T) {
+	world := func(name string, id core.HandleID, value string, err rref.ErrorKind, exempt RRefID) *World {
+		w := &World{handles: map[handleKey]*progHandle{}, fetches: map[handleKey]*fetchState{}, mon: newMonitor()}
+		k := handleKey{1, name}
+		w.handles[k] = &progHandle{id: id}
+		w.fetches[k] = &fetchState{done: true, value: []byte(value), err: err}
+		w.mon.exemptRRef[exempt] = true
+		return w
+	}
+	base := world("c", 12, "1", 23, RRefID{Worker: 1, Local: 1})
+	for what, other := range map[string]*World{
+		"name and handle":  world("c1", 2, "1", 23, RRefID{Worker: 1, Local: 1}),
+		"value and error":  world("c", 12, "12", 3, RRefID{Worker: 1, Local: 1}),
+		"exempt value set": world("c", 12, "1", 23, RRefID{Worker: 1, Local: 2}),
+	} {
+		if string(base.AppendState(nil)) == string(other.AppendState(nil)) {
+			t.Errorf("%s: two states encode alike: %q", what, base.AppendState(nil))
+		}
 	}
 }

@@ -608,8 +608,16 @@ func (w *World) fetched(id WorkerID, fr core.FetchResult) {
 			w.fail(rref.InvariantS4, 0, "%s failed with deleted on a live handle", where)
 		}
 	case rref.ErrorKindLost:
-		if !w.mon.crashed {
-			w.fail(rref.InvariantS4, 0, "%s failed with lost in a run without a crash", where)
+		// Only a handle a crash may have cut off (S1's exceptions), or one
+		// the owner refused, may be lost; a crash elsewhere excuses nothing.
+		mon := w.mon
+		cut := mon.exempt[h.fork] && h.fork != (ForkID{}) || mon.exemptRRef[h.rref] || mon.refused[h.fork]
+		if f.liveAtIssue && !cut {
+			if !mon.crashed {
+				w.fail(rref.InvariantS4, 0, "%s failed with lost in a run without a crash", where)
+			} else {
+				w.fail(rref.InvariantS4, 0, "%s failed with lost, but no crash cut it off", where)
+			}
 		}
 	case rref.ErrorKindOwnerFailed:
 		if !w.dead[h.rref.Worker-1] && !w.ownerDead(h) {
@@ -851,9 +859,11 @@ func (w *World) AppendState(b []byte) []byte {
 	sort.Slice(hk, func(i, j int) bool { return hk[i].w < hk[j].w || hk[i].w == hk[j].w && hk[i].name < hk[j].name })
 	for _, k := range hk {
 		h := w.handles[k]
-		b = fmt.Appendf(b, "h%d%s%d%v%v", k.w, k.name, h.id, h.released, h.timedOut)
+		// Every variable-length field is delimited: "c1" with handle 2 and
+		// "c" with handle 12 must not encode alike.
+		b = fmt.Appendf(b, "h%d:%s:%d:%v:%v;", k.w, k.name, h.id, h.released, h.timedOut)
 		if f := w.fetches[k]; f != nil {
-			b = fmt.Appendf(b, "f%v%s%d", f.done, f.value, f.err)
+			b = fmt.Appendf(b, "f%v:%q:%d;", f.done, f.value, f.err)
 		}
 	}
 	b = append(b, '|')
@@ -873,7 +883,20 @@ func (w *World) AppendState(b []byte) []byte {
 	for _, f := range dels {
 		b = fmt.Appendf(b, "d%d.%d=%d", f.Worker, f.Local, w.mon.deletes[f])
 	}
-	b = fmt.Appendf(b, "|x%d c%v d%d", len(w.mon.exemptRRef), w.mon.crashed, len(w.dups))
+	xs := make([]RRefID, 0, len(w.mon.exemptRRef))
+	for id, ok := range w.mon.exemptRRef {
+		if ok {
+			xs = append(xs, id)
+		}
+	}
+	sort.Slice(xs, func(i, j int) bool {
+		return xs[i].Worker < xs[j].Worker || xs[i].Worker == xs[j].Worker && xs[i].Local < xs[j].Local
+	})
+	b = append(b, "|x"...)
+	for _, id := range xs { // the set itself: two sets of one size are different states
+		b = fmt.Appendf(b, "%d.%d,", id.Worker, id.Local)
+	}
+	b = fmt.Appendf(b, " c%v d%d", w.mon.crashed, len(w.dups))
 	return b
 }
 
