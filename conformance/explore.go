@@ -2,14 +2,15 @@ package conformance
 
 import (
 	"crypto/sha256"
-
 	"fmt"
-	"github.com/rrefkit/rref/generated/rref"
 	"math"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rrefkit/rref/generated/rref"
 )
 
 // Mode selects how schedules are chosen.
@@ -110,6 +111,10 @@ func exhaustive(sc *Scenario, opt Options, start time.Time) Result {
 	memo := map[stateKey]float64{}
 	var buf []byte
 	var failed bool
+	// path is the schedule to the state being explored: on a failure it is
+	// a failing schedule to fall back on should the search for the
+	// shortest one run out of its bounds.
+	var path, failing []int
 	var dfs func(w *World, depth int) float64
 	dfs = func(w *World, depth int) float64 {
 		if failed || r.Truncated != "" {
@@ -117,6 +122,7 @@ func exhaustive(sc *Scenario, opt Options, start time.Time) Result {
 		}
 		if v := w.Violation(); v != nil {
 			failed = true
+			failing = slices.Clone(path)
 			return 0
 		}
 		var k stateKey
@@ -128,7 +134,9 @@ func exhaustive(sc *Scenario, opt Options, start time.Time) Result {
 			r.Truncated = fmt.Sprintf("state bound %d reached", opt.MaxStates)
 			return 0
 		}
-		if opt.Timeout > 0 && len(memo)%1024 == 0 && time.Since(start) > opt.Timeout {
+		// Every state is checked against the time bound: in a wide scenario
+		// one state's successors can take seconds to build.
+		if opt.Timeout > 0 && time.Since(start) > opt.Timeout {
 			r.Truncated = fmt.Sprintf("time bound %v reached", opt.Timeout)
 			return 0
 		}
@@ -141,18 +149,21 @@ func exhaustive(sc *Scenario, opt Options, start time.Time) Result {
 			w.CheckEnd()
 			if w.Violation() != nil {
 				failed = true
+				failing = slices.Clone(path)
 				return 0
 			}
 			memo[k] = 1
 			return 1
 		}
 		var total float64
-		for _, c := range choices {
+		for pos, c := range choices {
 			n := w.Clone()
 			n.Step(c)
+			path = append(path, pos)
 			total += dfs(n, depth+1)
-			if failed {
-				return 0
+			path = path[:len(path)-1]
+			if failed || r.Truncated != "" {
+				return 0 // a bound stops the siblings too, not only the branch
 			}
 		}
 		memo[k] = total
@@ -161,7 +172,13 @@ func exhaustive(sc *Scenario, opt Options, start time.Time) Result {
 	r.Schedules = dfs(NewWorld(sc, opt.Factory), 0)
 	r.States = len(memo)
 	if failed {
-		shortest(sc, opt, &r)
+		if !shortest(sc, opt, start, &r) {
+			// The shortest schedule is beyond the bounds: report the one
+			// the depth-first search found, which fails just the same.
+			res := Replay(sc, failing, opt.Factory)
+			r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, failing
+		}
+		r.Truncated = ""
 	}
 	return r
 }
@@ -172,12 +189,17 @@ type bfsNode struct {
 	choice int // position in the parent's Choices()
 }
 
-// shortest finds the shortest failing schedule breadth-first.
-func shortest(sc *Scenario, opt Options, r *Result) {
+// shortest finds the shortest failing schedule breadth-first, within the
+// search's bounds (the time bound counts from start); it reports whether it
+// found one.
+func shortest(sc *Scenario, opt Options, start time.Time, r *Result) bool {
 	nodes := []bfsNode{{w: NewWorld(sc, opt.Factory), parent: -1}}
 	seen := map[stateKey]bool{}
 	var buf []byte
 	for i := 0; i < len(nodes) && len(seen) < opt.MaxStates; i++ {
+		if opt.Timeout > 0 && time.Since(start) > opt.Timeout {
+			return false
+		}
 		w := nodes[i].w
 		choices := w.Choices()
 		if len(choices) == 0 {
@@ -190,7 +212,7 @@ func shortest(sc *Scenario, opt Options, r *Result) {
 			}
 			res := Replay(sc, path, opt.Factory)
 			r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, path
-			return
+			return true
 		}
 		for pos, c := range choices {
 			n := w.Clone()
@@ -205,7 +227,7 @@ func shortest(sc *Scenario, opt Options, r *Result) {
 				}
 				res := Replay(sc, path, opt.Factory)
 				r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, path
-				return
+				return true
 			}
 			var k stateKey
 			k, buf = keyOf(n, buf)
@@ -217,7 +239,7 @@ func shortest(sc *Scenario, opt Options, r *Result) {
 		}
 		nodes[i].w = nil // free what is no longer needed
 	}
-	r.Violation = &Violation{Invariant: "?", Detail: "a violation was found but its shortest schedule exceeded the state bound"}
+	return false
 }
 
 // Replay runs one schedule (choice positions) and reports its trace.

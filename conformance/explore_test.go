@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -174,5 +175,35 @@ func TestStateEncodingIsUnambiguous(t *testing.T) {
 		if string(base.AppendState(nil)) == string(other.AppendState(nil)) {
 			t.Errorf("%s: two states encode alike: %q", what, base.AppendState(nil))
 		}
+	}
+}
+
+// TestBoundsHoldOnWideScenarios: with hundreds of workers one state's
+// successors take long to build, and a search used to check its time
+// bound only every 1024 new states, running minutes past it. The bound
+// is now checked at every state: the search stops soon after it, says it
+// is incomplete, and fails nothing.
+func TestBoundsHoldOnWideScenarios(t *testing.T) {
+	const workers = 300
+	var b strings.Builder
+	b.WriteString("# wide: a crash tells hundreds of workers, in any order\nworkers")
+	for i := range workers {
+		fmt.Fprintf(&b, " W%d", i)
+	}
+	b.WriteString("\nremote W0 W1 x 1\ncrash W2\nsettle\n")
+	sc, err := Parse("wide.rref", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bound = 300 * time.Millisecond
+	begin := time.Now()
+	r := Explore(sc, Options{Timeout: bound})
+	took := time.Since(begin)
+	if !r.Passed() || !strings.Contains(r.Truncated, "time bound") {
+		t.Fatalf("violation %v, truncated %q; want a search the time bound stopped", r.Violation, r.Truncated)
+	}
+	// Generous: one state of this scenario takes milliseconds, not seconds.
+	if took > 20*bound {
+		t.Errorf("a %v bound stopped the search after %v", bound, took)
 	}
 }

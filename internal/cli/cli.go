@@ -17,6 +17,9 @@ const (
 	ExitOK    = 0
 	ExitFail  = 1
 	ExitUsage = 2
+	// ExitIncomplete: no check failed, but a bound (-timeout, -max-states)
+	// stopped an exhaustive search before it covered everything.
+	ExitIncomplete = 3
 )
 
 // Env is what a subcommand may touch: its output streams and working folder.

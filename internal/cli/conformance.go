@@ -38,7 +38,8 @@ simulated network that may deliver any in-flight message next. By default it
 explores every interleaving of the embedded corpus, with state hashing. A
 failure prints the violated invariant, the shortest failing schedule found and
 a -replay string (and a -seed for random and pct walks). Exit status 1 when
-any scenario fails.`)
+any scenario fails, 3 when none failed but a bound (-timeout, -max-states)
+stopped an exhaustive search short: that is not a proof.`)
 	mode := fs.String("mode", "exhaustive", "exhaustive, random or pct")
 	walks := fs.Int("walks", 1000, "random and pct: schedules per scenario")
 	seed := fs.Int64("seed", 1, "random and pct: the first walk's seed")
@@ -109,7 +110,7 @@ any scenario fails.`)
 	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, Timeout: *timeout}
 	progress := !*quiet && !*asJSON && isTerminal(env.Stderr)
 	start := time.Now()
-	failed, totalStates := 0, 0
+	failed, bounded, totalStates := 0, 0, 0
 	var totalSchedules float64
 	if !*asJSON {
 		fmt.Fprintf(env.Stdout, "%-36s %-10s %14s %9s %9s %12s  %s\n", "scenario", "mode", "schedules", "states", "time", "states/s", "result")
@@ -133,7 +134,10 @@ any scenario fails.`)
 			result = "FAIL"
 			failed++
 		} else if r.Truncated != "" {
-			result = "ok (bounded: " + r.Truncated + ")"
+			result = "INCOMPLETE (" + r.Truncated + ")"
+			if m == conformance.Exhaustive {
+				bounded++
+			}
 		}
 		if *asJSON {
 			row := jsonRow{Scenario: sc.Name, Mode: string(r.Mode), Result: result, Schedules: r.Schedules, States: r.States,
@@ -166,10 +170,17 @@ any scenario fails.`)
 	if !*asJSON {
 		fmt.Fprintf(env.Stdout, "\n%d scenarios, %d failed; %.4g schedules, %d states in %v (%.0f states/s)\n",
 			len(scs), failed, totalSchedules, totalStates, elapsed.Round(time.Millisecond), float64(totalStates)/elapsed.Seconds())
-		fmt.Fprintf(env.Stdout, "%d passed, %d failed\n", len(scs)-failed, failed)
+		fmt.Fprintf(env.Stdout, "%d passed, %d failed", len(scs)-failed-bounded, failed)
+		if bounded > 0 {
+			fmt.Fprintf(env.Stdout, ", %d incomplete (a bound stopped the search: raise -timeout or -max-states)", bounded)
+		}
+		fmt.Fprintln(env.Stdout)
 	}
-	if failed > 0 {
+	switch {
+	case failed > 0:
 		return ExitFail
+	case bounded > 0:
+		return ExitIncomplete
 	}
 	return ExitOK
 }
