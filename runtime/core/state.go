@@ -172,6 +172,8 @@ func (c *Core) Handle(h HandleID) HandleState {
 	switch hr.kind {
 	case handleOwner, handleSelfFork:
 		s.IsOwner, s.Confirmed, s.Owner = true, true, c.self
+	case handleLost:
+		s.Owner = hr.owner
 	case handleUser:
 		if u := c.users[hr.fork]; u != nil {
 			s.Owner = u.owner

@@ -57,6 +57,9 @@ func TestRRefThatCannotTravel(t *testing.T) {
 	if v, err := got.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
 		t.Errorf("the caller's copy of a cut RRef: ToHere %d, %v; want ErrOwnerFailed", v, err)
 	}
+	if o := got.Owner(); o != "C" { // the soak once saw a cut copy owned by worker #0
+		t.Errorf("the caller's copy of a cut RRef is owned by %q, want C", o)
+	}
 	got.Release()
 
 	for { // until A knows C died
