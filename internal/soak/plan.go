@@ -133,23 +133,23 @@ func plan(o Options, round int) roundPlan {
 		if len(survivors) > 0 {
 			links = survivors
 		}
-		if slices.Contains(o.Faults, FaultReset) {
-			k := 1
-			if round > 1 {
-				k = rng.IntN(maxResetsPerRound + 1)
+		// Round 1 has one of each fault chosen, so a one-round run
+		// exercises them all; later rounds draw how many.
+		count := func(most int) int {
+			if round == 1 {
+				return 1
 			}
-			for range k {
+			return rng.IntN(most + 1)
+		}
+		if slices.Contains(o.Faults, FaultReset) {
+			for range count(maxResetsPerRound) {
 				if len(links) > 0 {
 					p.events = append(p.events, faultEvent{at: at(faultFrom, resetUntil), kind: FaultReset, link: links[rng.IntN(len(links))]})
 				}
 			}
 		}
 		if slices.Contains(o.Faults, FaultStall) {
-			k := 1
-			if round > 1 {
-				k = rng.IntN(maxStallsPerRound + 1)
-			}
-			for range k {
+			for range count(maxStallsPerRound) {
 				if len(links) > 0 {
 					d, start := p.window(rng)
 					p.events = append(p.events, faultEvent{at: start, kind: FaultStall, link: links[rng.IntN(len(links))], dur: d})
