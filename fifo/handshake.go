@@ -412,8 +412,14 @@ func (s *shake) ioErr(err error, n, want int, what string) error {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("fifo: handshake with %s: no %s in time: %w", s.peer, what, err)
 	}
-	if n > 0 {
+	if n > 0 && s.resume == (sessionID{}) {
 		return fmt.Errorf("%w: %s stopped %d bytes into its %d-byte %s (another protocol or version?): %v", ErrAuth, s.peer, n, want, what, err)
+	}
+	if n > 0 {
+		// A re-dial: the peer spoke this protocol on the session's first
+		// connection, so a cut in the middle is the network breaking
+		// again, worth another dial within DeadAfter, not a refusal.
+		return fmt.Errorf("fifo: handshake with %s: cut %d bytes into its %d-byte %s: %w", s.peer, n, want, what, err)
 	}
 	if s.tls && tlsRefusal(err) {
 		return fmt.Errorf("%w: %s refused this end in TLS: %v", ErrAuth, s.peer, err)

@@ -335,7 +335,9 @@ func (l *TCPListener) route(conn, raw net.Conn, peer string, sid sessionID) erro
 	l.smu.Lock()
 	r := l.sessions[sid]
 	l.smu.Unlock()
-	if r == nil {
+	if r == nil || !r.open() {
+		// Unknown, or its link died or closed: the dialer is fenced now,
+		// not after re-dialing until DeadAfter.
 		conn.Write([]byte{verdictUnknownSession})
 		return fmt.Errorf("%w: %s dialed again for a session this listener does not hold", errUnknownSession, peer)
 	}

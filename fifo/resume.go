@@ -50,6 +50,13 @@ const (
 	resumeStateSize = 24 + 8*maxBulkSlots
 	maxBulkSlots    = 64 // Config.BulkSlots' bound
 
+	// watchEvery is how often a resumable link looks at its socket for a
+	// reset: an end that no call reads (a client between requests) must
+	// still start the resume, or its peer, which cannot dial it, gives the
+	// link up after DeadAfter and what was sent last is lost. A poll costs
+	// about a microsecond.
+	watchEvery = 50 * time.Millisecond
+
 	// Re-dials back off from a millisecond (a reset connection usually
 	// comes back at once) to a fifth of a second, so that a peer that is
 	// stopped or unreachable for seconds is not dialed thousands of times.
@@ -114,9 +121,50 @@ func (l *tcpLink) keepPut(pos uint64, h header, payload []byte) {
 	}
 }
 
+// watch starts the resume of a link whose socket the kernel gave up while
+// nothing read or wrote it (see watchEvery); it runs on its own goroutine,
+// counted in bg, until the link closes or dies.
+func (l *tcpLink) watch() {
+	r := l.res
+	defer r.bg.Done()
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if l.deadErr.Load() != nil || l.closed.Load() || l.peerClosed.Load() {
+			return
+		}
+		if w := l.w.Load(); w != nil && !r.down.Load() && socketBroken(w.raw) {
+			l.readWhileIdle()
+		}
+	}
+}
+
+// readWhileIdle takes the reader role, unless a call holds it (that call
+// meets the break itself), and reads what the broken socket still holds as
+// any reader would: frames, a close frame (a peer that closed is not
+// resumed), then the error, which starts the resume.
+func (l *tcpLink) readWhileIdle() {
+	select {
+	case l.rsem <- struct{}{}:
+	default:
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), watchEvery)
+	l.readUntil(ctx, func() bool { return false })
+	cancel()
+	<-l.rsem
+	l.announce()
+}
+
 // broke handles the failure of w, the link's connection. A resumable link
 // goes down and a resume starts (nil); any other link is dead, or closed,
-// and broke returns why.
+// and broke returns why. A resumable link found dead (a corrupt frame)
+// gives its session up at once, so its peer's re-dial is refused then.
 func (l *tcpLink) broke(w *wire, err error) error {
 	if l.closed.Load() || l.peerClosed.Load() {
 		return l.failed()
@@ -124,6 +172,9 @@ func (l *tcpLink) broke(w *wire, err error) error {
 	r := l.res
 	if r == nil || l.deadErr.Load() != nil {
 		l.setDead(err)
+		if r != nil {
+			r.forget()
+		}
 		return l.failed()
 	}
 	r.mu.Lock()
@@ -167,6 +218,15 @@ func (r *resumer) offer(w *wire) bool {
 	}
 	r.offers <- w
 	return true
+}
+
+// open reports whether the link may still be resumed: not closed, dead or
+// closing.
+func (r *resumer) open() bool {
+	l := r.link
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.stopped && l.deadErr.Load() == nil && !l.closed.Load()
 }
 
 // stopResuming ends a resume in progress and any to come: the link closes.
@@ -384,6 +444,10 @@ func exchangeStates(ctx context.Context, w *wire, mine *resumeState, cfg Config)
 func (l *tcpLink) regenerate(peer resumeState) ([]byte, error) {
 	if peer.nextPos > l.txEnd || l.txEnd-peer.nextPos > l.cfg.Cells {
 		return nil, &CorruptError{Cell: peer.nextPos, Why: fmt.Sprintf("a resume asks for puts from cell %d; this end put up to %d, and keeps one ring", peer.nextPos, l.txEnd)}
+	}
+	if peer.consumed > peer.nextPos {
+		// Credits for cells never received would switch flow control off.
+		return nil, &CorruptError{Cell: peer.consumed, Why: fmt.Sprintf("a resume reports cells consumed up to %d, past the %d it received", peer.consumed, peer.nextPos)}
 	}
 	var b []byte
 	held := map[uint32]uint32{}

@@ -506,6 +506,14 @@ func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 	if err == nil {
 		err = l.failed()
 	}
+	if err == nil {
+		// waitFor takes a free slot even for a context already done: give
+		// it back before anything of the payload leaves.
+		err = ctx.Err()
+		if err != nil {
+			<-l.slots
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -700,6 +708,10 @@ func newTCPLinkOn(w *wire, cfg Config, res *resumer) *Conn {
 	}
 	c := newConn(l, cfg)
 	l.rxPos = c.rxDone.Load
+	if res != nil {
+		res.bg.Add(1)
+		go l.watch()
+	}
 	return c
 }
 
