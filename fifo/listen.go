@@ -371,16 +371,10 @@ func (l *TCPListener) Accept(ctx context.Context) (*Conn, error) {
 	}
 }
 
-// take tells p's dialer it is accepted and makes the connection.
+// take makes the connection and tells p's dialer it is accepted. The
+// session is registered before the verdict leaves: a dialer whose new
+// connection breaks at once may re-dial before take returns.
 func (l *TCPListener) take(p *pending) (*Conn, error) {
-	if _, err := p.conn.Write([]byte{verdictAccepted}); err != nil {
-		p.drop()
-		return nil, fmt.Errorf("fifo: handshake with %s: verdict: %w", p.peer, err)
-	}
-	if err := p.finish(); err != nil {
-		p.conn.Close()
-		return nil, fmt.Errorf("fifo: handshake with %s: %w", p.peer, err)
-	}
 	var res *resumer
 	if p.hasSession {
 		res = newResumer(p.session, p.peer)
@@ -392,11 +386,24 @@ func (l *TCPListener) take(p *pending) (*Conn, error) {
 			}
 			l.smu.Unlock()
 		}
+	}
+	c := newTCPConn(p.conn, p.raw, l.cfg, res)
+	if res != nil {
 		l.smu.Lock()
-		l.sessions[sid] = res
+		l.sessions[p.session] = res
 		l.smu.Unlock()
 	}
-	return newTCPConn(p.conn, p.raw, l.cfg, res), nil
+	if _, err := p.conn.Write([]byte{verdictAccepted}); err != nil {
+		p.drop()
+		c.Close()
+		return nil, fmt.Errorf("fifo: handshake with %s: verdict: %w", p.peer, err)
+	}
+	if err := p.finish(); err != nil {
+		p.conn.Close()
+		c.Close()
+		return nil, fmt.Errorf("fifo: handshake with %s: %w", p.peer, err)
+	}
+	return c, nil
 }
 
 // newTCPConn makes the connection over nc, whose tcp connection is raw

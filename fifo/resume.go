@@ -226,7 +226,7 @@ func (r *resumer) open() bool {
 	l := r.link
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.stopped && l.deadErr.Load() == nil && !l.closed.Load()
+	return l != nil && !r.stopped && l.deadErr.Load() == nil && !l.closed.Load()
 }
 
 // stopResuming ends a resume in progress and any to come: the link closes.
