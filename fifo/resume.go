@@ -402,8 +402,14 @@ func (l *tcpLink) restore(ctx context.Context, old, w *wire) error {
 	}
 	l.res.resumes.Add(1)
 	l.announce()
-	// What the peer lacks leaves now; a failure here is a new break.
-	go l.flushTx()
+	// What the peer lacks leaves now; a failure here is a new break. The
+	// flush is counted in bg (this resume still is, so the count is above
+	// zero), and Close waits for it.
+	l.res.bg.Add(1)
+	go func() {
+		defer l.res.bg.Done()
+		l.flushTx()
+	}()
 	return nil
 }
 
