@@ -32,6 +32,10 @@ type Options struct {
 	Walks     int           // random and pct: how many schedules (0: 1000)
 	Depth     int           // pct: change points (0: 3)
 	Factory   CoreFactory   // nil: the production core
+	// Unreduced explores every order of the steps the reductions treat as
+	// commuting (see World.eager); the differential tests compare verdicts
+	// with and without them.
+	Unreduced bool
 }
 
 // Result is the outcome of exploring one scenario.
@@ -169,13 +173,13 @@ func exhaustive(sc *Scenario, opt Options, start time.Time) Result {
 		memo[k] = total
 		return total
 	}
-	r.Schedules = dfs(NewWorld(sc, opt.Factory), 0)
+	r.Schedules = dfs(newWorld(sc, opt.Factory, opt.Unreduced), 0)
 	r.States = len(memo)
 	if failed {
 		if !shortest(sc, opt, start, &r) {
 			// The shortest schedule is beyond the bounds: report the one
 			// the depth-first search found, which fails just the same.
-			res := Replay(sc, failing, opt.Factory)
+			res := replay(sc, failing, opt.Factory, opt.Unreduced)
 			r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, failing
 		}
 		r.Truncated = ""
@@ -193,7 +197,7 @@ type bfsNode struct {
 // search's bounds (the time bound counts from start); it reports whether it
 // found one.
 func shortest(sc *Scenario, opt Options, start time.Time, r *Result) bool {
-	nodes := []bfsNode{{w: NewWorld(sc, opt.Factory), parent: -1}}
+	nodes := []bfsNode{{w: newWorld(sc, opt.Factory, opt.Unreduced), parent: -1}}
 	seen := map[stateKey]bool{}
 	var buf []byte
 	for i := 0; i < len(nodes) && len(seen) < opt.MaxStates; i++ {
@@ -210,7 +214,7 @@ func shortest(sc *Scenario, opt Options, start time.Time, r *Result) bool {
 			for j := i; nodes[j].parent >= 0; j = nodes[j].parent {
 				path = append([]int{nodes[j].choice}, path...)
 			}
-			res := Replay(sc, path, opt.Factory)
+			res := replay(sc, path, opt.Factory, opt.Unreduced)
 			r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, path
 			return true
 		}
@@ -225,7 +229,7 @@ func shortest(sc *Scenario, opt Options, start time.Time, r *Result) bool {
 				for j := i; nodes[j].parent >= 0; j = nodes[j].parent {
 					path = append([]int{nodes[j].choice}, path...)
 				}
-				res := Replay(sc, path, opt.Factory)
+				res := replay(sc, path, opt.Factory, opt.Unreduced)
 				r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, path
 				return true
 			}
@@ -244,7 +248,11 @@ func shortest(sc *Scenario, opt Options, start time.Time, r *Result) bool {
 
 // Replay runs one schedule (choice positions) and reports its trace.
 func Replay(sc *Scenario, schedule []int, factory CoreFactory) Result {
-	w := NewWorld(sc, factory)
+	return replay(sc, schedule, factory, false)
+}
+
+func replay(sc *Scenario, schedule []int, factory CoreFactory, unreduced bool) Result {
+	w := newWorld(sc, factory, unreduced)
 	var r Result
 	r.Scenario, r.Schedule = sc.Name, schedule
 	for _, pos := range schedule {
@@ -297,7 +305,7 @@ func walks(sc *Scenario, opt Options, start time.Time) Result {
 		path, v := walk(sc, opt, seed, seen, &buf)
 		r.Schedules++
 		if v != nil {
-			res := Replay(sc, path, opt.Factory)
+			res := replay(sc, path, opt.Factory, opt.Unreduced)
 			r.Violation, r.Trace, r.Schedule, r.Seed = res.Violation, res.Trace, path, seed
 			break
 		}
@@ -310,7 +318,7 @@ func walks(sc *Scenario, opt Options, start time.Time) Result {
 // seen, always takes the highest, and at Depth random steps demotes the top.
 func walk(sc *Scenario, opt Options, seed int64, seen map[stateKey]bool, buf *[]byte) ([]int, *Violation) {
 	rng := rand.New(rand.NewSource(seed))
-	w := NewWorld(sc, opt.Factory)
+	w := newWorld(sc, opt.Factory, opt.Unreduced)
 	prio := map[string]float64{}
 	changes := map[int]bool{}
 	for i := 0; i < opt.Depth; i++ {

@@ -207,3 +207,45 @@ func TestBoundsHoldOnWideScenarios(t *testing.T) {
 		t.Errorf("a %v bound stopped the search after %v", bound, took)
 	}
 }
+
+// TestReductionKeepsVerdicts: a reduction changes how many states the
+// search visits, never what it concludes. On every scenario of the corpus
+// the verdict, and the invariant violated if any, is the same with the
+// reductions on and off, and the reduced search visits no more states.
+// (TestMutants makes the same comparison with each seeded bug.)
+func TestReductionKeepsVerdicts(t *testing.T) {
+	scs, err := Corpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared, reduced, unreduced := 0, 0, 0
+	for _, sc := range scs {
+		opt := Options{MaxStates: 6000, Timeout: 20 * time.Second}
+		r := Explore(sc, opt)
+		opt.Unreduced = true
+		u := Explore(sc, opt)
+		if r.Truncated != "" || u.Truncated != "" {
+			continue // too large for the default run; rrefgen conformance -unreduced compares it
+		}
+		compared++
+		reduced, unreduced = reduced+r.States, unreduced+u.States
+		if verdict(r) != verdict(u) {
+			t.Errorf("%s: %s reduced, %s unreduced", sc.Name, verdict(r), verdict(u))
+		}
+		if r.States > u.States {
+			t.Errorf("%s: %d states reduced, %d unreduced", sc.Name, r.States, u.States)
+		}
+	}
+	if compared < 40 {
+		t.Errorf("only %d scenarios compared", compared)
+	}
+	t.Logf("%d scenarios: %d states reduced, %d unreduced", compared, reduced, unreduced)
+}
+
+// verdict is what a search concluded: pass, or the invariant it violated.
+func verdict(r Result) string {
+	if r.Violation == nil {
+		return "pass"
+	}
+	return "violates " + r.Violation.Invariant
+}

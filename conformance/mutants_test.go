@@ -28,10 +28,13 @@ func TestMutants(t *testing.T) {
 	for _, name := range names {
 		core.SetMutant(core.Mutants[name])
 		caught := ""
+		var catcher *Scenario
+		var caughtBy Result
 		for _, sc := range scs {
 			r := Explore(sc, Options{MaxStates: 50000})
 			if !r.Passed() {
 				caught = sc.Name + ": " + r.Violation.Error()
+				catcher, caughtBy = sc, r
 				break
 			}
 		}
@@ -39,6 +42,15 @@ func TestMutants(t *testing.T) {
 			t.Errorf("mutant %s survived the whole corpus", name)
 		} else {
 			t.Logf("mutant %-28s caught by %s", name, caught)
+		}
+		// The reductions must not change what the search concludes: the
+		// unreduced search catches the bug in the same scenario, by the
+		// same invariant.
+		if catcher != nil {
+			u := Explore(catcher, Options{MaxStates: 50000, Unreduced: true})
+			if verdict(u) != verdict(caughtBy) {
+				t.Errorf("mutant %s: %s reduced, %s unreduced in %s", name, verdict(caughtBy), verdict(u), catcher.Name)
+			}
 		}
 	}
 }

@@ -153,16 +153,27 @@ type World struct {
 	dups      []dupRule
 	mon       *monitor
 	violation *Violation
+	// unreduced turns the reduction below off (Options.Unreduced).
+	// eager holds, within one step, the calls whose CallRet is delivered
+	// the moment it is sent: the answer to a pass carries nothing, no
+	// command waits for it, and its delivery changes nothing but the
+	// caller's record of the call, so it commutes with every other step
+	// and exploring its every order only multiplies states. Empty between
+	// steps.
+	unreduced bool
+	eager     map[[2]uint64]bool // (caller, call id)
 }
 
-// NewWorld starts a scenario's run.
-func NewWorld(sc *Scenario, factory CoreFactory) *World {
+// NewWorld starts a scenario's run, with the reductions on.
+func NewWorld(sc *Scenario, factory CoreFactory) *World { return newWorld(sc, factory, false) }
+
+func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 	if factory == nil {
 		factory = SeededCore
 	}
 	w := &World{sc: sc, ids: map[string]WorkerID{}, handles: map[handleKey]*progHandle{},
 		fetches: map[handleKey]*fetchState{}, fetchIDs: map[[2]uint64]handleKey{}, returns: map[[2]uint64]string{},
-		travel: map[ForkID]travelling{}, mon: newMonitor()}
+		travel: map[ForkID]travelling{}, mon: newMonitor(), unreduced: unreduced}
 	for i, name := range sc.Workers {
 		id := WorkerID(i + 1)
 		w.ids[name] = id
@@ -196,6 +207,7 @@ func (w *World) Clone() *World {
 	n.travel = maps.Clone(w.travel)
 	n.dups = slices.Clone(w.dups)
 	n.mon = w.mon.clone()
+	n.eager = nil // empty between steps; made when a step needs it
 	return &n
 }
 
@@ -518,9 +530,17 @@ func (w *World) drain(id WorkerID) {
 		}
 		for _, m := range r.Messages {
 			w.observe(id, m)
-			if !w.dead[m.To-1] {
-				w.push(inFlight{from: id, to: m.To, msg: m.Msg})
+			ret, isRet := m.Msg.(*rref.CallRet)
+			eager := isRet && w.takeEager(m.To, ret.CallID, id)
+			if w.dead[m.To-1] {
+				continue
 			}
+			if eager {
+				w.core(m.To).Deliver(id, m.Msg)
+				w.drain(m.To)
+				continue
+			}
+			w.push(inFlight{from: id, to: m.To, msg: m.Msg})
 		}
 		for _, fr := range r.Freed {
 			w.checkFreed(id, fr.RRef)
@@ -542,6 +562,24 @@ func (w *World) drain(id WorkerID) {
 			}
 		}
 	}
+}
+
+// takeEager reports whether the CallRet of call id, from worker from to
+// caller, is one to deliver at once (see World.eager), and forgets it. A
+// scenario that duplicates CallRets from that worker explores it as any
+// message instead.
+func (w *World) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
+	k := [2]uint64{uint64(caller), id}
+	if !w.eager[k] {
+		return false
+	}
+	delete(w.eager, k)
+	for _, d := range w.dups {
+		if d.from == from && d.to == caller && d.kind == rref.CodeCallRet.String() {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *World) bindTravelled(k handleKey, h core.HandleID) {
@@ -566,6 +604,12 @@ func (w *World) run(id WorkerID, run core.Run) {
 	case run.Fn == "__pass":
 		if len(run.Handles) == 1 {
 			w.bindTravelled(handleKey{id, string(run.Args)}, run.Handles[0])
+		}
+		if !w.unreduced {
+			if w.eager == nil {
+				w.eager = map[[2]uint64]bool{}
+			}
+			w.eager[[2]uint64{uint64(run.From), run.CallID}] = true
 		}
 		cr.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
 	case run.Fn == "__return":

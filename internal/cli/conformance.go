@@ -45,6 +45,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	seed := fs.Int64("seed", 1, "random and pct: the first walk's seed")
 	maxStates := fs.Int("max-states", 2_000_000, "exhaustive: distinct states per scenario before giving up")
 	timeout := fs.Duration("timeout", 2*time.Minute, "time bound per scenario")
+	unreduced := fs.Bool("unreduced", false, "explore every order of the steps the reductions treat as commuting (slower; to check the reductions)")
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario instead of a table")
 	replay := fs.String("replay", "", "replay one schedule (as printed by a failure) of the one scenario named")
 	quiet := fs.Bool("q", false, "no progress bar")
@@ -107,7 +108,7 @@ stopped an exhaustive search short: that is not a proof.`)
 		return ExitOK
 	}
 
-	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, Timeout: *timeout}
+	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced}
 	progress := !*quiet && !*asJSON && isTerminal(env.Stderr)
 	start := time.Now()
 	failed, bounded, totalStates := 0, 0, 0
