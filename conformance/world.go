@@ -442,14 +442,19 @@ func (w *World) crash(x WorkerID) {
 }
 
 func (w *World) push(m inFlight) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d>%d:", m.from, m.to)
+	// The key names the message for de-duplicating choices and for the
+	// state key: sender, receiver, then the frame (or "notice").
+	key := make([]byte, 0, 64)
+	key = strconv.AppendUint(key, uint64(m.from), 10)
+	key = append(key, '>')
+	key = strconv.AppendUint(key, uint64(m.to), 10)
+	key = append(key, ':')
 	if m.notice {
-		b.WriteString("notice")
+		key = append(key, "notice"...)
 	} else {
-		b.Write(rref.AppendFrame(nil, m.msg))
+		key = rref.AppendFrame(key, m.msg)
 	}
-	m.key = b.String()
+	m.key = string(key)
 	w.inflight = append(w.inflight, m)
 	if m.notice {
 		return
@@ -878,7 +883,12 @@ func (w *World) CheckEnd() {
 
 // AppendState appends a canonical encoding of the whole world.
 func (w *World) AppendState(b []byte) []byte {
-	b = fmt.Appendf(b, "pc%d r%v|", w.pc, w.returning)
+	// Written with strconv, not fmt: the key is built for every state.
+	b = append(b, "pc"...)
+	b = strconv.AppendInt(b, int64(w.pc), 10)
+	b = append(b, " r"...)
+	b = strconv.AppendBool(b, w.returning)
+	b = append(b, '|')
 	for i, c := range w.cores {
 		if w.dead[i] {
 			b = append(b, 'X')
@@ -905,9 +915,27 @@ func (w *World) AppendState(b []byte) []byte {
 		h := w.handles[k]
 		// Every variable-length field is delimited: "c1" with handle 2 and
 		// "c" with handle 12 must not encode alike.
-		b = fmt.Appendf(b, "h%d:%s:%d:%v:%v;", k.w, k.name, h.id, h.released, h.timedOut)
+		b = append(b, 'h')
+		b = strconv.AppendUint(b, uint64(k.w), 10)
+		b = append(b, ':')
+		b = append(b, k.name...)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, uint64(h.id), 10)
+		b = append(b, ':')
+		b = strconv.AppendBool(b, h.released)
+		b = append(b, ':')
+		b = strconv.AppendBool(b, h.timedOut)
+		b = append(b, ';')
 		if f := w.fetches[k]; f != nil {
-			b = fmt.Appendf(b, "f%v:%q:%d;", f.done, f.value, f.err)
+			b = append(b, 'f')
+			b = strconv.AppendBool(b, f.done)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(len(f.value)), 10) // length-prefixed: a value may hold any byte
+			b = append(b, ':')
+			b = append(b, f.value...)
+			b = append(b, ':')
+			b = strconv.AppendUint(b, uint64(f.err), 10)
+			b = append(b, ';')
 		}
 	}
 	b = append(b, '|')
@@ -925,7 +953,10 @@ func (w *World) AppendState(b []byte) []byte {
 	}
 	sortForks(dels)
 	for _, f := range dels {
-		b = fmt.Appendf(b, "d%d.%d=%d", f.Worker, f.Local, w.mon.deletes[f])
+		b = append(b, 'd')
+		b = appendFork(b, f)
+		b = append(b, '=')
+		b = strconv.AppendInt(b, int64(w.mon.deletes[f]), 10)
 	}
 	xs := make([]RRefID, 0, len(w.mon.exemptRRef))
 	for id, ok := range w.mon.exemptRRef {
@@ -938,9 +969,13 @@ func (w *World) AppendState(b []byte) []byte {
 	})
 	b = append(b, "|x"...)
 	for _, id := range xs { // the set itself: two sets of one size are different states
-		b = fmt.Appendf(b, "%d.%d,", id.Worker, id.Local)
+		b = appendFork(b, ForkID(id))
+		b = append(b, ',')
 	}
-	b = fmt.Appendf(b, " c%v d%d", w.mon.crashed, len(w.dups))
+	b = append(b, " c"...)
+	b = strconv.AppendBool(b, w.mon.crashed)
+	b = append(b, " d"...)
+	b = strconv.AppendInt(b, int64(len(w.dups)), 10)
 	return b
 }
 
@@ -959,7 +994,15 @@ func appendForkSet(b []byte, set map[ForkID]bool) []byte {
 	}
 	sortForks(fs)
 	for _, f := range fs {
-		b = fmt.Appendf(b, "%d.%d,", f.Worker, f.Local)
+		b = appendFork(b, f)
+		b = append(b, ',')
 	}
 	return append(b, ';')
+}
+
+// appendFork appends "worker.local".
+func appendFork(b []byte, f ForkID) []byte {
+	b = strconv.AppendUint(b, uint64(f.Worker), 10)
+	b = append(b, '.')
+	return strconv.AppendUint(b, f.Local, 10)
 }
