@@ -140,7 +140,8 @@ func SeededCore(self WorkerID) *core.Core {
 type World struct {
 	sc        *Scenario
 	ids       map[string]WorkerID
-	cores     []*core.Core // index id-1
+	cores     []*core.Core // index id-1; shared with clones until written (see core)
+	owned     []bool       // index id-1: cores[i] is this world's own, to change at will
 	dead      []bool
 	inflight  []inFlight
 	pc        int
@@ -178,6 +179,7 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 		id := WorkerID(i + 1)
 		w.ids[name] = id
 		w.cores = append(w.cores, factory(id))
+		w.owned = append(w.owned, true)
 		w.dead = append(w.dead, false)
 	}
 	return w
@@ -186,10 +188,12 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 // Clone returns an independent copy.
 func (w *World) Clone() *World {
 	n := *w
-	n.cores = make([]*core.Core, len(w.cores))
-	for i, c := range w.cores {
-		n.cores[i] = c.Clone()
-	}
+	// Copy on write: a step changes one core or two, so the clone shares
+	// them all and copies each only when it first changes it (core). The
+	// original gives its cores up too, as both now point at them.
+	n.cores = slices.Clone(w.cores)
+	n.owned = make([]bool, len(w.owned))
+	clear(w.owned)
 	n.dead = slices.Clone(w.dead)
 	n.inflight = slices.Clone(w.inflight)
 	n.handles = make(map[handleKey]*progHandle, len(w.handles))
@@ -212,7 +216,17 @@ func (w *World) Clone() *World {
 }
 
 func (w *World) name(id WorkerID) string     { return w.sc.Workers[id-1] }
-func (w *World) core(id WorkerID) *core.Core { return w.cores[id-1] }
+// core is worker id's core, to change: copied first if a clone shares it.
+func (w *World) core(id WorkerID) *core.Core {
+	if !w.owned[id-1] {
+		w.cores[id-1] = w.cores[id-1].Clone()
+		w.owned[id-1] = true
+	}
+	return w.cores[id-1]
+}
+
+// peek is worker id's core, only to read.
+func (w *World) peek(id WorkerID) *core.Core { return w.cores[id-1] }
 
 func (w *World) fail(inv string, line int, format string, args ...any) {
 	if w.violation == nil {
@@ -319,7 +333,7 @@ func (w *World) Blocked() string {
 func valueBytes(v int64) []byte { return []byte(strconv.FormatInt(v, 10)) }
 
 func (w *World) bind(k handleKey, h core.HandleID) {
-	st := w.core(k.w).Handle(h)
+	st := w.peek(k.w).Handle(h)
 	w.handles[k] = &progHandle{id: h, rref: st.RRef, fork: st.Fork, onOwner: st.IsOwner}
 	if st.IsOwner {
 		w.handles[k].fork = ForkID{}
@@ -472,7 +486,7 @@ func (w *World) expect(c Cmd) {
 	wid := w.ids[c.W]
 	switch c.Expect {
 	case "count":
-		n := w.core(wid).Counters()
+		n := w.peek(wid).Counters()
 		got := map[string]int{"owners": n.Owners, "forks": n.Forks, "pending_users": n.PendingUsers, "pending_children": n.PendingChildren}[c.Kind]
 		if int64(got) != c.N {
 			w.fail("expect", c.Line, "%s: %s is %d, want %d", c.W, c.Kind, got, c.N)
@@ -589,7 +603,7 @@ func (w *World) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 
 func (w *World) bindTravelled(k handleKey, h core.HandleID) {
 	w.bind(k, h)
-	st := w.core(k.w).Handle(h)
+	st := w.peek(k.w).Handle(h)
 	for f, t := range w.travel {
 		if t.to == k.w && t.name == k.name && t.rref == st.RRef {
 			delete(w.travel, f)
