@@ -215,7 +215,8 @@ func (w *World) Clone() *World {
 	return &n
 }
 
-func (w *World) name(id WorkerID) string     { return w.sc.Workers[id-1] }
+func (w *World) name(id WorkerID) string { return w.sc.Workers[id-1] }
+
 // core is worker id's core, to change: copied first if a clone shares it.
 func (w *World) core(id WorkerID) *core.Core {
 	if !w.owned[id-1] {
