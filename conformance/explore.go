@@ -36,7 +36,13 @@ type Options struct {
 	// commuting (see World.eager); the differential tests compare verdicts
 	// with and without them.
 	Unreduced bool
+	// Progress, when set, is told of a long exhaustive search: the states
+	// seen and the time spent, about every ProgressEvery.
+	Progress func(states int, elapsed time.Duration)
 }
+
+// ProgressEvery is how often a long search reports its progress.
+const ProgressEvery = 2 * time.Second
 
 // Result is the outcome of exploring one scenario.
 type Result struct {
@@ -119,6 +125,7 @@ func exhaustive(sc *Scenario, opt Options, start time.Time) Result {
 	// a failing schedule to fall back on should the search for the
 	// shortest one run out of its bounds.
 	var path, failing []int
+	var reported time.Duration // when Progress was last told
 	var dfs func(w *World, depth int) float64
 	dfs = func(w *World, depth int) float64 {
 		if failed || r.Truncated != "" {
@@ -140,7 +147,12 @@ func exhaustive(sc *Scenario, opt Options, start time.Time) Result {
 		}
 		// Every state is checked against the time bound: in a wide scenario
 		// one state's successors can take seconds to build.
-		if opt.Timeout > 0 && time.Since(start) > opt.Timeout {
+		now := time.Since(start)
+		if opt.Progress != nil && now-reported >= ProgressEvery {
+			reported = now
+			opt.Progress(len(memo), now)
+		}
+		if opt.Timeout > 0 && now > opt.Timeout {
 			r.Truncated = fmt.Sprintf("time bound %v reached", opt.Timeout)
 			return 0
 		}

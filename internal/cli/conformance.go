@@ -109,6 +109,14 @@ stopped an exhaustive search short: that is not a proof.`)
 	}
 
 	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced}
+	var current string // the scenario being explored, for progress lines
+	if !*quiet && !*asJSON {
+		// A search longer than a few seconds says how far it got, on stderr.
+		opt.Progress = func(states int, elapsed time.Duration) {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: %s: %d states after %v (%.0f states/s)\n",
+				current, states, elapsed.Round(time.Second), float64(states)/elapsed.Seconds())
+		}
+	}
 	progress := !*quiet && !*asJSON && isTerminal(env.Stderr)
 	start := time.Now()
 	failed, bounded, totalStates := 0, 0, 0
@@ -122,6 +130,7 @@ stopped an exhaustive search short: that is not a proof.`)
 			bar := strings.Repeat("#", (i*30)/len(scs)) + strings.Repeat(".", 30-(i*30)/len(scs))
 			fmt.Fprintf(env.Stderr, "\r[%s] %d/%d %-40s", bar, i, len(scs), sc.Name)
 		}
+		current = sc.Name
 		r := conformance.Explore(sc, opt)
 		totalStates += r.States
 		totalSchedules += r.Schedules
