@@ -54,6 +54,7 @@ type Scenario struct {
 	Workers []string
 	Cmds    []Cmd // after the workers line
 	Comment string
+	Source  string // the file as parsed, to print a failing enumerated program
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
@@ -85,7 +86,7 @@ func contains(list []string, s string) bool {
 // Parse reads a scenario. Every problem is reported with its line number, and
 // a malformed file is rejected whole, before anything runs.
 func Parse(name string, src []byte) (*Scenario, error) {
-	sc := &Scenario{Name: name}
+	sc := &Scenario{Name: name, Source: string(src)}
 	workers := map[string]bool{}
 	var errs []string
 	fail := func(line int, format string, args ...any) {

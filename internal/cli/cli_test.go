@@ -163,3 +163,15 @@ func TestConformanceRuntimeTarget(t *testing.T) {
 		t.Fatalf("bad target: %d", code)
 	}
 }
+
+// TestConformanceEnumerate: -enumerate explores every small program and
+// says how many; a malformed bound is a usage error.
+func TestConformanceEnumerate(t *testing.T) {
+	code, out, errs := run(t, "", "conformance", "-q", "-enumerate", "2x2")
+	if code != ExitOK || !strings.Contains(out, "enumerated ") || !strings.Contains(out, "ok: every program passed") {
+		t.Fatalf("conformance -enumerate 2x2: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, _ := run(t, "", "conformance", "-enumerate", "3"); code != ExitUsage {
+		t.Errorf("-enumerate 3: exit %d, want %d", code, ExitUsage)
+	}
+}

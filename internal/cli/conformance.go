@@ -48,6 +48,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	unreduced := fs.Bool("unreduced", false, "explore every order of the steps the reductions treat as commuting (slower; to check the reductions)")
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario instead of a table")
 	replay := fs.String("replay", "", "replay one schedule (as printed by a failure) of the one scenario named")
+	enumerate := fs.String("enumerate", "", "WxN: explore every program of up to N commands over up to W workers, written once up to renaming (e.g. 3x3), instead of scenario files")
 	quiet := fs.Bool("q", false, "no progress bar")
 	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over the mem transport, random message delays)")
 	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
@@ -85,6 +86,14 @@ stopped an exhaustive search short: that is not a proof.`)
 			return ExitUsage
 		}
 		return runRuntimeTarget(env, scs, *transport, *runs, *seed)
+	}
+	if *enumerate != "" {
+		var b conformance.Bound
+		if _, err := fmt.Sscanf(*enumerate, "%dx%d", &b.Workers, &b.Commands); err != nil || b.Workers < 1 || b.Workers > 26 || b.Commands < 1 {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: -enumerate %q: want WORKERSxCOMMANDS, such as 3x3 (1 to 26 workers)\n", *enumerate)
+			return ExitUsage
+		}
+		return runEnumerate(env, b, conformance.Options{MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced}, *quiet)
 	}
 	if *replay != "" {
 		if len(scs) != 1 {
@@ -229,5 +238,48 @@ func runRuntimeTarget(env *Env, scs []*conformance.Scenario, transport string, r
 	if failed > 0 {
 		return ExitFail
 	}
+	return ExitOK
+}
+
+// runEnumerate explores every program within b and stops at the first that
+// fails, printing it with its trace; opt bounds each program's search.
+func runEnumerate(env *Env, b conformance.Bound, opt conformance.Options, quiet bool) int {
+	start, last := time.Now(), time.Now()
+	states, incomplete, programs := 0, 0, 0
+	var failed *conformance.Scenario
+	var fr conformance.Result
+	n := conformance.Enumerate(b, func(sc *conformance.Scenario) bool {
+		r := conformance.Explore(sc, opt)
+		programs++
+		states += r.States
+		if r.Truncated != "" {
+			incomplete++
+		}
+		if !r.Passed() {
+			failed, fr = sc, r
+			return false
+		}
+		if !quiet && time.Since(last) >= conformance.ProgressEvery {
+			last = time.Now()
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: %d programs so far, %d states, %v\n", programs, states, time.Since(start).Round(time.Second))
+		}
+		return true
+	})
+	elapsed := time.Since(start)
+	fmt.Fprintf(env.Stdout, "enumerated %d programs of up to %d commands over up to %d workers: %d states in %v (%.0f states/s)\n",
+		n, b.Commands, b.Workers, states, elapsed.Round(time.Millisecond), float64(states)/elapsed.Seconds())
+	if failed != nil {
+		fmt.Fprintf(env.Stdout, "FAIL %s: violated %s\n", failed.Name, fr.Violation)
+		for j, step := range fr.Trace {
+			fmt.Fprintf(env.Stdout, "    %3d  %s\n", j+1, step)
+		}
+		fmt.Fprintf(env.Stdout, "the program (save it as a .rref file; rrefgen conformance -replay %s FILE replays the trace):\n%s", fr.ScheduleString(), failed.Source)
+		return ExitFail
+	}
+	if incomplete > 0 {
+		fmt.Fprintf(env.Stdout, "%d programs incomplete: a bound stopped their search (raise -timeout or -max-states)\n", incomplete)
+		return ExitIncomplete
+	}
+	fmt.Fprintln(env.Stdout, "ok: every program passed")
 	return ExitOK
 }
