@@ -15,7 +15,8 @@ type Bound struct {
 // Enumerate writes every scenario program within b, once up to renaming,
 // and hands each to visit until visit returns false; it returns how many
 // it handed over. The commands are new, remote (and remote to self), pass,
-// return, fetch, release and one crash. Workers and handles are named in
+// return, fetch, release, timeout (of a remote to another worker) and one
+// crash. Workers and handles are named in
 // order of first use (A, B, C...; h1, h2...), so programs that differ only
 // in names are written once. A postlude releases what the program still
 // holds, settles and, when everything was released, expects clean.
@@ -48,6 +49,8 @@ type progHandleState struct {
 	present  bool // a command used it, so it is there
 	released bool
 	fetched  bool
+	remote   bool // made by this worker's remote to another: it may time out
+	timedOut bool
 }
 
 type progState struct {
@@ -142,7 +145,7 @@ func (e *enumerator) step(s progState) {
 		next(n, fmt.Sprintf("new %s %s 1", workerName(w), fresh), w)
 		for _, o := range e.candidates(progState{workers: max(s.workers, w+1), crashed: s.crashed}) {
 			n := s.clone()
-			n.handles = append(n.handles, progHandleState{worker: w, name: fresh})
+			n.handles = append(n.handles, progHandleState{worker: w, name: fresh, remote: o != w})
 			next(n, fmt.Sprintf("remote %s %s %s 1", workerName(w), workerName(o), fresh), w, o)
 		}
 	}
@@ -166,6 +169,11 @@ func (e *enumerator) step(s progState) {
 			n := s.clone()
 			n.handles[i].present, n.handles[i].fetched = true, true
 			next(n, fmt.Sprintf("fetch %s %s", w, h.name))
+		}
+		if h.remote && !h.timedOut {
+			n := s.clone()
+			n.handles[i].timedOut = true
+			next(n, fmt.Sprintf("timeout %s %s", w, h.name))
 		}
 		n := s.clone()
 		n.handles[i].present, n.handles[i].released = true, true

@@ -273,8 +273,8 @@ func TestEnumeratedProgramsPass(t *testing.T) {
 		}
 		return !t.Failed()
 	})
-	if n != 553 {
-		t.Errorf("%d programs within 2 workers and 3 commands, want 553", n)
+	if n != 583 {
+		t.Errorf("%d programs within 2 workers and 3 commands, want 583", n)
 	}
 	t.Logf("%d programs, %d states", n, states)
 }

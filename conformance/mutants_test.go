@@ -57,12 +57,12 @@ func TestMutants(t *testing.T) {
 
 // TestEnumerationCatchesMutants: the programs of up to three commands over
 // three workers, which nobody wrote, catch these seeded bugs on their own
-// (the others need longer programs, a timeout or a duplicated message).
+// (the others need longer programs or a duplicated message).
 func TestEnumerationCatchesMutants(t *testing.T) {
 	defer core.SetMutant(0)
 	for _, name := range []string{"ack-unrecorded", "child-accept-early", "creator-delete-not-deferred", "cut-refused",
 		"dead-child-pinned", "dead-holder-kept", "fork-request-dropped", "no-pin", "owner-death-not-to-fetches",
-		"owner-deletes-on-first", "pending-release-no-delete"} {
+		"owner-deletes-on-first", "pending-release-no-delete", "timed-out-delete-early"} {
 		core.SetMutant(core.Mutants[name])
 		caught := ""
 		n := Enumerate(Bound{Workers: 3, Commands: 3}, func(sc *Scenario) bool {
