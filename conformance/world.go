@@ -142,6 +142,10 @@ type World struct {
 	ids       map[string]WorkerID
 	cores     []*core.Core // index id-1; shared with clones until written (see core)
 	owned     []bool       // index id-1: cores[i] is this world's own, to change at will
+	// coreKeys caches each core's state encoding (index id-1; nil: not
+	// known). A clone shares the encodings of the cores it shares; core
+	// drops one when its core may change.
+	coreKeys [][]byte
 	dead      []bool
 	inflight  []inFlight
 	pc        int
@@ -180,6 +184,7 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 		w.ids[name] = id
 		w.cores = append(w.cores, factory(id))
 		w.owned = append(w.owned, true)
+		w.coreKeys = append(w.coreKeys, nil)
 		w.dead = append(w.dead, false)
 	}
 	return w
@@ -194,6 +199,7 @@ func (w *World) Clone() *World {
 	n.cores = slices.Clone(w.cores)
 	n.owned = make([]bool, len(w.owned))
 	clear(w.owned)
+	n.coreKeys = slices.Clone(w.coreKeys)
 	n.dead = slices.Clone(w.dead)
 	n.inflight = slices.Clone(w.inflight)
 	n.handles = make(map[handleKey]*progHandle, len(w.handles))
@@ -223,6 +229,7 @@ func (w *World) core(id WorkerID) *core.Core {
 		w.cores[id-1] = w.cores[id-1].Clone()
 		w.owned[id-1] = true
 	}
+	w.coreKeys[id-1] = nil
 	return w.cores[id-1]
 }
 
@@ -909,8 +916,13 @@ func (w *World) AppendState(b []byte) []byte {
 			b = append(b, 'X')
 			continue
 		}
-		b = c.AppendState(b)
-		b = append(b, '|')
+		if w.coreKeys[i] == nil {
+			w.coreKeys[i] = c.AppendState(nil) // a shared core is encoded once
+		}
+		// Length-prefixed: a core's encoding is binary and may hold any byte.
+		b = strconv.AppendInt(b, int64(len(w.coreKeys[i])), 10)
+		b = append(b, ':')
+		b = append(b, w.coreKeys[i]...)
 	}
 	keys := make([]string, len(w.inflight))
 	for i, m := range w.inflight {
