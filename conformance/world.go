@@ -138,14 +138,14 @@ func SeededCore(self WorkerID) *core.Core {
 // World is one state of a scenario's run: every worker's core, the network,
 // the program's progress and the monitors.
 type World struct {
-	sc        *Scenario
-	ids       map[string]WorkerID
-	cores     []*core.Core // index id-1; shared with clones until written (see core)
-	owned     []bool       // index id-1: cores[i] is this world's own, to change at will
+	sc    *Scenario
+	ids   map[string]WorkerID
+	cores []*core.Core // index id-1; shared with clones until written (see core)
+	owned []bool       // index id-1: cores[i] is this world's own, to change at will
 	// coreKeys caches each core's state encoding (index id-1; nil: not
 	// known). A clone shares the encodings of the cores it shares; core
 	// drops one when its core may change.
-	coreKeys [][]byte
+	coreKeys  [][]byte
 	dead      []bool
 	inflight  []inFlight
 	pc        int
@@ -682,7 +682,7 @@ func (w *World) fetched(id WorkerID, fr core.FetchResult) {
 		// Only a handle a crash may have cut off (S1's exceptions), or one
 		// the owner refused, may be lost; a crash elsewhere excuses nothing.
 		mon := w.mon
-		cut := mon.exempt[h.fork] && h.fork != (ForkID{}) || mon.exemptRRef[h.rref] || mon.refused[h.fork]
+		cut := mon.exempt[h.fork] && h.fork != (ForkID{}) || mon.exemptRRef[h.rref] || mon.refused[h.fork] && mon.crashed
 		if f.liveAtIssue && !cut {
 			if !mon.crashed {
 				w.fail(rref.InvariantS4, 0, "%s failed with lost in a run without a crash", where)
@@ -734,13 +734,11 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 			} else {
 				mon.children[d.Parent] = append(slices.Clone(mon.children[d.Parent]), d.Fork)
 				mon.path[d.Fork] = append(slices.Clone(mon.path[d.Parent]), from)
-				// A fork minted after a worker on its path died is as cut as
-				// one that was unconfirmed at the crash: the crash's
-				// exemption holds for it too (a child of a cut handle).
-				for _, x := range mon.path[d.Fork] {
-					if w.dead[x-1] {
-						mon.exempt[d.Fork] = true
-					}
+				// A child of a cut handle is as cut as its parent: the
+				// crash's exemption holds for it too. A child of a fork
+				// the owner confirmed before the crash is not exempt.
+				if mon.exempt[d.Parent] {
+					mon.exempt[d.Fork] = true
 				}
 			}
 			if bindName != "" {

@@ -400,7 +400,7 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 	}
 	if _, dup := c.users[d.Fork]; dup {
 		c.refuse(from, rref.CodeCall, "fork %v received twice", d.Fork)
-		return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, lost: rref.ErrorKindBadRequest, owner: d.Owner}), nil
+		return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, fork: d.Fork, lost: rref.ErrorKindBadRequest, owner: d.Owner}), nil
 	}
 	u := &userRec{state: rref.UserStart, owner: d.Owner, rref: d.RRef, fork: d.Fork, parent: d.Parent, parentW: from}
 	c.users[d.Fork] = u

@@ -23,4 +23,5 @@ const (
 	mutAckUnrecorded                                // the owner acks a fork request without counting the fork
 	mutSelfFetchSent                                // the owner fails its own waiting fetch with a message to itself
 	mutCutRefused                                   // a cut handle cannot be passed or returned (the call fails)
+	mutRefuseAfterCrash                             // after any crash the owner refuses every fork request
 )

@@ -21,6 +21,7 @@ var Mutants = map[string]mutantID{
 	"ack-unrecorded":              mutAckUnrecorded,
 	"self-fetch-sent":             mutSelfFetchSent,
 	"cut-refused":                 mutCutRefused,
+	"refuse-after-crash":          mutRefuseAfterCrash,
 }
 
 var activeMutant mutantID

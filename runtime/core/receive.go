@@ -242,6 +242,10 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		refused() // the owner registers its own children when it sends them
 		return c.refuse(from, rref.CodeForkRequest, "fork %v names the owner as its parent", m.Fork)
 	}
+	if mutant(mutRefuseAfterCrash) && len(c.dead) > 0 {
+		refused()
+		return nil
+	}
 	o, gone := c.ownerOf(m.RRef)
 	if (o == nil && gone == rref.ErrorKindNone || o != nil && o.state == rref.OwnerAwaiting) && mutant(mutForkRequestDropped) {
 		return nil

@@ -14,6 +14,10 @@ import (
 // Values and messages are shared: the core never mutates them.
 func (c *Core) Clone() *Core {
 	d := *c
+	// The free lists of sent messages and the decoder's storage are the
+	// original's: a clone starts its own, or both would fill one message.
+	d.msgs = msgPools{}
+	d.dec = rref.Decoder{}
 	d.owners = make(map[RRefID]*ownerRec, len(c.owners))
 	for id, o := range c.owners {
 		oo := *o
