@@ -87,21 +87,27 @@ func tcpPair(t testing.TB, cfg Config) (*Conn, *Conn) {
 func tcpResumablePair(t testing.TB, cfg Config) (*Conn, *Conn) {
 	l := listen(t, cfg)
 	t.Cleanup(func() { l.Close() })
+	return acceptDial(t, l, l.Addr().String(), cfg)
+}
+
+// acceptDial dials addr, which leads to l, while l accepts, and returns
+// the accepted end and the dialed one.
+func acceptDial(t testing.TB, l *TCPListener, addr string, cfg Config, opts ...TCPOption) (accepted, dialed *Conn) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var a *Conn
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a, err = l.Accept(ctx)
+		accepted, err = l.Accept(ctx)
 	}()
-	b, derr := DialTCP(ctx, l.Addr().String(), secret, cfg)
+	dialed, derr := DialTCP(ctx, addr, secret, cfg, opts...)
 	<-done
 	if err != nil || derr != nil {
 		t.Fatal(err, derr)
 	}
-	return a, b
+	return accepted, dialed
 }
 
 var providers = map[string]pairFunc{"mem": memPair, "shm": shmPair, "tcp": tcpPair, "tcp-resumable": tcpResumablePair}

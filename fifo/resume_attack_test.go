@@ -210,15 +210,7 @@ func TestResetInsideRedialIsNotARefusal(t *testing.T) {
 	p := newCutProxy(t, l.Addr().String(), 2, 40)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var a *Conn
-	var aerr error
-	done := make(chan struct{})
-	go func() { defer close(done); a, aerr = l.Accept(ctx) }()
-	b, err := DialTCP(ctx, p.ln.Addr().String(), secret, cfg)
-	<-done
-	if err != nil || aerr != nil {
-		t.Fatal(err, aerr)
-	}
+	a, b := acceptDial(t, l, p.ln.Addr().String(), cfg)
 	defer a.Close()
 	defer b.Close()
 	echoCheck(t, a, b)

@@ -34,19 +34,7 @@ func relayedPair(t testing.TB, cfg Config) (accepted, dialed *Conn, r *netfault.
 	l = listen(t, cfg)
 	t.Cleanup(func() { l.Close() })
 	r = newRelay(t, l.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		accepted, err = l.Accept(ctx)
-	}()
-	dialed, derr := DialTCP(ctx, r.Addr(), secret, cfg)
-	<-done
-	if err != nil || derr != nil {
-		t.Fatal(err, derr)
-	}
+	accepted, dialed = acceptDial(t, l, r.Addr(), cfg)
 	return accepted, dialed, r, l
 }
 

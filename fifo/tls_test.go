@@ -104,21 +104,7 @@ func tlsPair(t testing.TB, cfg Config) (*Conn, *Conn) {
 	p := groupTLS(t)
 	l := listen(t, cfg, WithTLS(p.server))
 	defer l.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var a *Conn
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a, err = l.Accept(ctx)
-	}()
-	b, derr := DialTCP(ctx, l.Addr().String(), secret, cfg, WithTLS(p.client))
-	<-done
-	if err != nil || derr != nil {
-		t.Fatal(err, derr)
-	}
-	return a, b
+	return acceptDial(t, l, l.Addr().String(), cfg, WithTLS(p.client))
 }
 
 func TestTLSMutual(t *testing.T) {
