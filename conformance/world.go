@@ -19,20 +19,6 @@ type (
 	ForkID   = rref.ForkID
 )
 
-// Violation is a broken invariant or a failed expectation.
-type Violation struct {
-	Invariant string // S1..S5, L1, L2, or "expect"
-	Line      int    // the scenario line, when one is to blame
-	Detail    string
-}
-
-func (v *Violation) Error() string {
-	if v.Line > 0 {
-		return fmt.Sprintf("%s at line %d: %s", v.Invariant, v.Line, v.Detail)
-	}
-	return fmt.Sprintf("%s: %s", v.Invariant, v.Detail)
-}
-
 type inFlight struct {
 	from, to WorkerID
 	notice   bool // `to` learns that `from` failed
@@ -276,6 +262,15 @@ func (w *World) Describe(c int) string {
 		return fmt.Sprintf("deliver to %s: %s failed", w.name(m.to), w.name(m.from))
 	}
 	return fmt.Sprintf("deliver %s->%s %s", w.name(m.from), w.name(m.to), core.FormatMessage(m.msg))
+}
+
+// ChoiceKey names the event behind choice c alike in every state: the
+// next command, or a message by its sender, receiver and bytes.
+func (w *World) ChoiceKey(c int) string {
+	if c < 0 {
+		return "cmd"
+	}
+	return w.inflight[c].key
 }
 
 // Step applies choice c.

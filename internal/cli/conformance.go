@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	replay := fs.String("replay", "", "replay one schedule (as printed by a failure) of the one scenario named")
 	enumerate := fs.String("enumerate", "", "WxN: explore every program of up to N commands over up to W workers, written once up to renaming (e.g. 3x3), instead of scenario files")
 	quiet := fs.Bool("q", false, "no progress bar")
+	workers := fs.Int("workers", goruntime.GOMAXPROCS(0), "exhaustive: goroutines searching each scenario's states (verdicts and counts do not depend on it)")
 	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over the mem transport, random message delays)")
 	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
 	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory) or shm (each pair over shared memory)")
@@ -93,7 +95,7 @@ stopped an exhaustive search short: that is not a proof.`)
 			fmt.Fprintf(env.Stderr, "rrefgen conformance: -enumerate %q: want WORKERSxCOMMANDS, such as 3x3 (1 to 26 workers)\n", *enumerate)
 			return ExitUsage
 		}
-		return runEnumerate(env, b, conformance.Options{MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced}, *quiet)
+		return runEnumerate(env, b, conformance.Options{MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}, *quiet)
 	}
 	if *replay != "" {
 		if len(scs) != 1 {
@@ -117,7 +119,7 @@ stopped an exhaustive search short: that is not a proof.`)
 		return ExitOK
 	}
 
-	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced}
+	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}
 	var current string // the scenario being explored, for progress lines
 	if !*quiet && !*asJSON {
 		// A search longer than a few seconds says how far it got, on stderr.

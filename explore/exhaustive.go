@@ -1,0 +1,344 @@
+package explore
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/rand"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// stateKey is a state's 128-bit fingerprint: two independent 64-bit hashes
+// of its encoding. Two distinct states collide with odds of about n²/2¹²⁹
+// for n states: for the default bound, under one in 10²⁵.
+type stateKey [2]uint64
+
+// hasher fingerprints state encodings. Its seeds are random per process:
+// fingerprints are never stored or compared across runs.
+type hasher struct{ a, b maphash.Seed }
+
+func newHasher() hasher { return hasher{maphash.MakeSeed(), maphash.MakeSeed()} }
+
+func (h hasher) key(b []byte) stateKey {
+	return stateKey{maphash.Bytes(h.a, b), maphash.Bytes(h.b, b)}
+}
+
+// memoShards splits the memo so that parallel workers rarely share a lock;
+// a power of two, to pick a shard by mask.
+const memoShards = 64
+
+// memo maps each fully explored state to the number of complete schedules
+// from it. The counts are a function of the state alone, so workers that
+// compute one twice store the same number.
+type memo struct {
+	shards [memoShards]struct {
+		sync.Mutex
+		m map[stateKey]float64
+	}
+	size atomic.Int64
+}
+
+func newMemo() *memo {
+	m := &memo{}
+	for i := range m.shards {
+		m.shards[i].m = map[stateKey]float64{}
+	}
+	return m
+}
+
+func (m *memo) get(k stateKey) (float64, bool) {
+	s := &m.shards[k[0]&(memoShards-1)]
+	s.Lock()
+	n, ok := s.m[k]
+	s.Unlock()
+	return n, ok
+}
+
+func (m *memo) put(k stateKey, n float64) {
+	s := &m.shards[k[0]&(memoShards-1)]
+	s.Lock()
+	if _, ok := s.m[k]; !ok {
+		s.m[k] = n
+		m.size.Add(1)
+	}
+	s.Unlock()
+}
+
+// memoryEvery is how many new states a worker explores between two reads of
+// the heap size, and memoryPeriod the longest time between two: a read costs
+// about a microsecond, one state of a wide model can cost milliseconds.
+const (
+	memoryEvery  = 512
+	memoryPeriod = 50 * time.Millisecond
+)
+
+// search is one exhaustive exploration, shared by its workers.
+type search[M Model[M]] struct {
+	opt   Options
+	began time.Time
+	hash  hasher
+	memo  *memo
+
+	stop atomic.Bool // a violation or a bound: every worker unwinds
+
+	mu        sync.Mutex // guards the fields below
+	failed    bool
+	failing   []int // the first failing schedule found
+	truncated string
+	reported  time.Duration // when Progress was last told
+}
+
+// halt stops the search for a bound; the first reason given is kept.
+func (s *search[M]) halt(why string) {
+	s.mu.Lock()
+	if s.truncated == "" && !s.failed {
+		s.truncated = why
+	}
+	s.mu.Unlock()
+	s.stop.Store(true)
+}
+
+// fail stops the search for a violation found at the end of path.
+func (s *search[M]) fail(path []int) {
+	s.mu.Lock()
+	if !s.failed {
+		s.failed, s.failing = true, slices.Clone(path)
+		s.truncated = ""
+	}
+	s.mu.Unlock()
+	s.stop.Store(true)
+}
+
+// checkBounds is run on every new state: depth, states and time on each,
+// progress and memory when due (they take the search's lock).
+func (w *worker[M]) checkBounds(depth int) bool {
+	s := w.s
+	if depth > s.opt.MaxDepth {
+		s.halt(fmt.Sprintf("depth bound %d reached", s.opt.MaxDepth))
+		return false
+	}
+	if int(s.memo.size.Load()) >= s.opt.MaxStates {
+		s.halt(fmt.Sprintf("state bound %d reached", s.opt.MaxStates))
+		return false
+	}
+	now := time.Since(s.began)
+	if s.opt.Timeout > 0 && now > s.opt.Timeout {
+		s.halt(fmt.Sprintf("time bound %v reached", s.opt.Timeout))
+		return false
+	}
+	w.sinceCheck++
+	if w.sinceCheck < memoryEvery && now-w.lastCheck < memoryPeriod {
+		return true
+	}
+	w.sinceCheck, w.lastCheck = 0, now
+	if heapBytes() > s.opt.MaxMemory {
+		s.halt(fmt.Sprintf("memory bound %d MiB reached", s.opt.MaxMemory>>20))
+		return false
+	}
+	if s.opt.Progress != nil {
+		s.mu.Lock()
+		if now-s.reported >= ProgressEvery {
+			s.reported = now
+			s.opt.Progress(int(s.memo.size.Load()), now)
+		}
+		s.mu.Unlock()
+	}
+	return true
+}
+
+// heapBytes is the live and not yet swept heap, as the GC accounts it.
+func heapBytes() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return sample[0].Value.Uint64()
+}
+
+// worker explores depth-first from the start state. Worker 0 takes the
+// choices in the model's order; the others in a shuffled order of their own,
+// so that they spread over the state graph and meet in the shared memo.
+type worker[M Model[M]] struct {
+	s    *search[M]
+	rng  *rand.Rand // nil for worker 0
+	buf  []byte
+	path []int
+	// sinceCheck and lastCheck time the checks of memory and progress.
+	sinceCheck int
+	lastCheck  time.Duration
+}
+
+func (w *worker[M]) dfs(m M, depth int) float64 {
+	s := w.s
+	if s.stop.Load() {
+		return 0
+	}
+	if m.Violation() != nil {
+		s.fail(w.path)
+		return 0
+	}
+	w.buf = m.AppendState(w.buf[:0])
+	k := s.hash.key(w.buf)
+	if n, ok := s.memo.get(k); ok {
+		return n
+	}
+	if !w.checkBounds(depth) {
+		return 0
+	}
+	choices := m.Choices()
+	if len(choices) == 0 {
+		m.CheckEnd()
+		if m.Violation() != nil {
+			s.fail(w.path)
+			return 0
+		}
+		s.memo.put(k, 1)
+		return 1
+	}
+	order := w.order(len(choices))
+	var total float64
+	for _, pos := range order {
+		n := m.Clone()
+		n.Step(choices[pos])
+		w.path = append(w.path, pos)
+		total += w.dfs(n, depth+1)
+		w.path = w.path[:len(w.path)-1]
+		if s.stop.Load() {
+			return 0 // a bound stops the siblings too, not only the branch
+		}
+	}
+	s.memo.put(k, total)
+	return total
+}
+
+// order is the order this worker takes n choices in.
+func (w *worker[M]) order(n int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	if w.rng != nil {
+		w.rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	return order
+}
+
+// exhaustive explores every order depth-first with memoised state
+// fingerprints, counting schedules exactly; on a failure it searches
+// breadth-first for the shortest schedule that fails.
+func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result {
+	s := &search[M]{opt: opt, began: began, hash: newHasher(), memo: newMemo()}
+	workers := opt.Workers
+	if workers < 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = max(workers, 1)
+	var (
+		r    Result
+		once sync.Once
+		wg   sync.WaitGroup
+	)
+	for i := range workers {
+		w := &worker[M]{s: s}
+		if i > 0 {
+			w.rng = rand.New(rand.NewSource(int64(i)))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			total := w.dfs(start(), 0)
+			if !s.stop.Load() {
+				// This worker covered the whole graph: the others only
+				// duplicate what it did.
+				once.Do(func() { r.Schedules = total })
+				s.stop.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	r.States = int(s.memo.size.Load())
+	if s.failed {
+		r.Schedules = 0
+		if !shortest(start, opt, began, &r) {
+			// The shortest schedule is beyond the bounds: report the one
+			// the depth-first search found, which fails just the same.
+			res := Replay(start, s.failing)
+			r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, s.failing
+		}
+		return r
+	}
+	r.Truncated = s.truncated
+	if r.Truncated != "" {
+		r.Schedules = 0
+	}
+	return r
+}
+
+type bfsNode[M any] struct {
+	m      M
+	parent int
+	choice int // position in the parent's Choices()
+}
+
+// shortest finds the shortest failing schedule breadth-first, within the
+// search's bounds (the time bound counts from began); it reports whether it
+// found one.
+func shortest[M Model[M]](start func() M, opt Options, began time.Time, r *Result) bool {
+	hash := newHasher()
+	nodes := []bfsNode[M]{{m: start(), parent: -1}}
+	seen := map[stateKey]bool{}
+	var buf []byte
+	pathTo := func(i int, last ...int) []int {
+		path := slices.Clone(last)
+		for j := i; nodes[j].parent >= 0; j = nodes[j].parent {
+			path = append([]int{nodes[j].choice}, path...)
+		}
+		return path
+	}
+	found := func(path []int) bool {
+		res := Replay(start, path)
+		r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, path
+		return true
+	}
+	for i := 0; i < len(nodes) && len(seen) < opt.MaxStates; i++ {
+		if opt.Timeout > 0 && time.Since(began) > opt.Timeout {
+			return false
+		}
+		if i%memoryEvery == 0 && heapBytes() > opt.MaxMemory {
+			return false
+		}
+		m := nodes[i].m
+		choices := m.Choices()
+		if len(choices) == 0 {
+			m.CheckEnd()
+		}
+		if m.Violation() != nil {
+			return found(pathTo(i))
+		}
+		for pos, c := range choices {
+			n := m.Clone()
+			n.Step(c)
+			if n.Violation() != nil {
+				// The violation is on this edge: report it before the
+				// de-duplication below, since the state it leads into may
+				// have been reached before without one.
+				return found(pathTo(i, pos))
+			}
+			buf = n.AppendState(buf[:0])
+			k := hash.key(buf)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			nodes = append(nodes, bfsNode[M]{m: n, parent: i, choice: pos})
+		}
+		var zero M
+		nodes[i].m = zero // free what is no longer needed
+	}
+	return false
+}

@@ -1,0 +1,220 @@
+// Package explore is rrefkit's model checker: it runs a system under test
+// through every order of its nondeterministic steps (or through seeded
+// random and PCT schedules), checks the system's invariants on every step
+// and its end checks on every final state, and reports the shortest
+// schedule that breaks one, replayable step by step.
+//
+// It knows nothing of any protocol. A system is explored through the
+// [Model] interface: what may happen next, how to take one step, how to
+// copy a state, and a canonical encoding of a state so that states reached
+// by different orders are explored once. The RRef protocol's conformance
+// suite (package conformance) is one model; a model of any other protocol,
+// written against the Go code rrefgen generates from its spec, is another
+// (see the example in this package's tests).
+package explore
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Model is a system under exploration, in one state. Choices are opaque
+// small integers the model gives meaning to; the engine only passes back
+// what Choices returned. M is the model's own type, so that Clone returns
+// it without a conversion.
+type Model[M any] interface {
+	// Choices lists the steps enabled now, in a deterministic order; none
+	// means the run is over. A model may offer two steps that do the same
+	// once (two copies of one message), since exploring both finds nothing new.
+	Choices() []int
+	// Step takes choice c, one of the last Choices.
+	Step(c int)
+	// Clone returns an independent copy of the state.
+	Clone() M
+	// AppendState appends a canonical encoding of the state: two states
+	// encode alike exactly when no future step can tell them apart.
+	AppendState(b []byte) []byte
+	// Violation is the first invariant broken so far, or nil. A model
+	// checks its invariants on every step.
+	Violation() *Violation
+	// CheckEnd runs the checks due when the run is over (no choice left):
+	// liveness (nothing waits forever), no leak.
+	CheckEnd()
+	// Describe says what choice c does, for traces.
+	Describe(c int) string
+	// ChoiceKey names the event behind choice c the same way in every
+	// state it is enabled in (a message's sender, receiver and bytes), so
+	// that PCT keeps the event's priority across steps.
+	ChoiceKey(c int) string
+}
+
+// Violation is a broken invariant or a failed expectation.
+type Violation struct {
+	Invariant string // the model's name for it ("S1", "L2", "mutex", "expect")
+	Line      int    // the line of the model's script to blame, when there is one
+	Detail    string
+}
+
+func (v *Violation) Error() string {
+	if v.Line > 0 {
+		return fmt.Sprintf("%s at line %d: %s", v.Invariant, v.Line, v.Detail)
+	}
+	return fmt.Sprintf("%s: %s", v.Invariant, v.Detail)
+}
+
+// Mode selects how schedules are chosen.
+type Mode string
+
+const (
+	Exhaustive Mode = "exhaustive" // every order, with state hashing
+	Random     Mode = "random"     // seeded random walks
+	PCT        Mode = "pct"        // seeded priority-based schedules with change points
+)
+
+// Defaults of the bounds, when an Options field is zero.
+const (
+	// DefaultMaxStates bounds an exhaustive search: the memo costs about
+	// 60 bytes a state, so the default stays near 120 MB.
+	DefaultMaxStates = 2_000_000
+	// DefaultMaxDepth bounds one schedule: far longer than any scenario's,
+	// short enough to end a model that never settles.
+	DefaultMaxDepth = 10_000
+	// DefaultWalks is how many random or PCT schedules run.
+	DefaultWalks = 1000
+	// DefaultPCTDepth is PCT's number of priority change points: bugs of
+	// depth 3 are the common case in its paper's measurements.
+	DefaultPCTDepth = 3
+	// DefaultMaxMemory bounds the heap a search may grow to: far above
+	// any corpus scenario's needs, below the machines' memory.
+	DefaultMaxMemory = 8 << 30
+)
+
+// ProgressEvery is how often a long search reports its progress.
+const ProgressEvery = 2 * time.Second
+
+// Options bound an exploration.
+type Options struct {
+	Mode      Mode
+	MaxStates int           // exhaustive: distinct states before giving up (0: DefaultMaxStates)
+	MaxDepth  int           // steps in one schedule (0: DefaultMaxDepth)
+	MaxMemory uint64        // live heap bytes before giving up (0: DefaultMaxMemory)
+	Timeout   time.Duration // the whole search (0: none)
+	Seed      int64         // random and pct: the first walk's seed
+	Walks     int           // random and pct: how many schedules (0: DefaultWalks)
+	Depth     int           // pct: change points (0: DefaultPCTDepth)
+	// Workers is how many goroutines an exhaustive search runs on (0: one;
+	// a negative number: one per CPU). Verdicts and counts do not depend
+	// on it; only which of several failing schedules is found first may.
+	Workers int
+	// Progress, when set, is told of a long exhaustive search: the states
+	// seen and the time spent, about every ProgressEvery.
+	Progress func(states int, elapsed time.Duration)
+}
+
+func (o *Options) defaults() {
+	if o.Mode == "" {
+		o.Mode = Exhaustive
+	}
+	if o.MaxStates == 0 {
+		o.MaxStates = DefaultMaxStates
+	}
+	if o.MaxDepth == 0 {
+		o.MaxDepth = DefaultMaxDepth
+	}
+	if o.MaxMemory == 0 {
+		o.MaxMemory = DefaultMaxMemory
+	}
+	if o.Walks == 0 {
+		o.Walks = DefaultWalks
+	}
+	if o.Depth == 0 {
+		o.Depth = DefaultPCTDepth
+	}
+}
+
+// Result is the outcome of one exploration.
+type Result struct {
+	Mode      Mode
+	Schedules float64 // complete schedules covered (exhaustive: counted exactly over the state graph)
+	States    int     // distinct states visited
+	Duration  time.Duration
+	Violation *Violation
+	Trace     []string // the shortest failing schedule found, step by step
+	Schedule  []int    // the same as choice positions, for Replay
+	Seed      int64    // the walk's seed, for random and pct failures
+	Truncated string   // why exploration stopped early, if it did: the result is then incomplete
+}
+
+// Passed reports whether no violation was found.
+func (r *Result) Passed() bool { return r.Violation == nil }
+
+// Complete reports whether the search covered everything it set out to:
+// it found a violation, or it passed within its bounds.
+func (r *Result) Complete() bool { return r.Violation != nil || r.Truncated == "" }
+
+// ScheduleString encodes Schedule for ParseSchedule.
+func (r *Result) ScheduleString() string {
+	parts := make([]string, len(r.Schedule))
+	for i, c := range r.Schedule {
+		parts[i] = strconv.Itoa(c)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseSchedule decodes a schedule printed by a failing run.
+func ParseSchedule(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, p := range strings.Split(strings.TrimSpace(s), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("explore: bad schedule step %q", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Explore runs the model that start makes under opt. start must make the
+// same initial state on every call: a failing schedule is replayed from it.
+func Explore[M Model[M]](start func() M, opt Options) Result {
+	opt.defaults()
+	began := time.Now()
+	var r Result
+	switch opt.Mode {
+	case Random, PCT:
+		r = walks(start, opt, began)
+	default:
+		r = exhaustive(start, opt, began)
+	}
+	r.Mode, r.Duration = opt.Mode, time.Since(began)
+	return r
+}
+
+// Replay runs one schedule (choice positions) from the model's start and
+// reports its trace and verdict.
+func Replay[M Model[M]](start func() M, schedule []int) Result {
+	m := start()
+	r := Result{Schedule: schedule, Schedules: 1}
+	for _, pos := range schedule {
+		choices := m.Choices()
+		if pos < 0 || pos >= len(choices) {
+			r.Violation = &Violation{Invariant: "replay", Detail: fmt.Sprintf("step %d: choice %d of %d does not exist (model changed?)", len(r.Trace)+1, pos, len(choices))}
+			return r
+		}
+		r.Trace = append(r.Trace, m.Describe(choices[pos]))
+		m.Step(choices[pos])
+		if m.Violation() != nil {
+			break
+		}
+	}
+	if m.Violation() == nil && len(m.Choices()) == 0 {
+		m.CheckEnd()
+	}
+	r.Violation = m.Violation()
+	return r
+}

@@ -1,0 +1,89 @@
+package explore
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"time"
+)
+
+// walks runs seeded random or PCT schedules; each failure replays from its seed.
+func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
+	var r Result
+	hash := newHasher()
+	seen := map[stateKey]bool{}
+	var buf []byte
+	for i := 0; i < opt.Walks; i++ {
+		if opt.Timeout > 0 && time.Since(began) > opt.Timeout {
+			r.Truncated = fmt.Sprintf("time bound %v reached after %d walks", opt.Timeout, i)
+			break
+		}
+		gather := seen
+		if len(seen) >= opt.MaxStates {
+			gather = nil // the walks go on; only the count of distinct states stops
+		}
+		seed := opt.Seed + int64(i)
+		path, v := walk(start, opt, seed, hash, gather, &buf)
+		r.Schedules++
+		if v != nil {
+			res := Replay(start, path)
+			r.Violation, r.Trace, r.Schedule, r.Seed = res.Violation, res.Trace, path, seed
+			break
+		}
+	}
+	r.States = len(seen)
+	return r
+}
+
+// walk runs one schedule. PCT gives every event a random priority when first
+// seen, always takes the highest, and at Depth random steps demotes the top.
+// seen, when not nil, gathers the states passed through.
+func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen map[stateKey]bool, buf *[]byte) ([]int, *Violation) {
+	rng := rand.New(rand.NewSource(seed))
+	m := start()
+	prio := map[string]float64{}
+	changes := map[int]bool{}
+	for i := 0; i < opt.Depth; i++ {
+		changes[rng.Intn(pctHorizon)] = true
+	}
+	var path []int
+	for step := 0; step < opt.MaxDepth; step++ {
+		if seen != nil {
+			*buf = m.AppendState((*buf)[:0])
+			seen[hash.key(*buf)] = true
+		}
+		choices := m.Choices()
+		if len(choices) == 0 {
+			m.CheckEnd()
+			return path, m.Violation()
+		}
+		pos := rng.Intn(len(choices))
+		if opt.Mode == PCT {
+			best := math.Inf(-1)
+			for p, c := range choices {
+				key := m.ChoiceKey(c)
+				pr, ok := prio[key]
+				if !ok {
+					pr = rng.Float64()
+					prio[key] = pr
+				}
+				if pr > best {
+					best, pos = pr, p
+				}
+			}
+			if changes[step] {
+				prio[m.ChoiceKey(choices[pos])] = -rng.Float64()
+			}
+		}
+		path = append(path, pos)
+		m.Step(choices[pos])
+		if v := m.Violation(); v != nil {
+			return path, v
+		}
+	}
+	return path, &Violation{Invariant: "L1", Detail: fmt.Sprintf("schedule longer than %d steps: the run does not end", opt.MaxDepth)}
+}
+
+// pctHorizon is the range PCT draws its change points from: about the
+// length of a scenario's schedule, so that most change points fall inside it.
+const pctHorizon = 64
