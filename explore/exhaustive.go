@@ -83,7 +83,9 @@ type search[M Model[M]] struct {
 	hash  hasher
 	memo  *memo
 
-	stop atomic.Bool // a violation or a bound: every worker unwinds
+	stop    atomic.Bool  // a violation or a bound: every worker unwinds
+	visited atomic.Int64 // states entered and not found in the memo: the state bound counts these
+	cyclic  atomic.Bool
 
 	mu        sync.Mutex // guards the fields below
 	failed    bool
@@ -121,7 +123,7 @@ func (w *worker[M]) checkBounds(depth int) bool {
 		s.halt(fmt.Sprintf("depth bound %d reached", s.opt.MaxDepth))
 		return false
 	}
-	if int(s.memo.size.Load()) >= s.opt.MaxStates {
+	if int(s.visited.Add(1)) > s.opt.MaxStates {
 		s.halt(fmt.Sprintf("state bound %d reached", s.opt.MaxStates))
 		return false
 	}
@@ -168,6 +170,9 @@ type worker[M Model[M]] struct {
 	rng  *rand.Rand // nil for worker 0
 	buf  []byte
 	path []int
+	// onPath holds the states on the path from the start: a step back to
+	// one closes a cycle, which is not followed again.
+	onPath map[stateKey]bool
 	// sinceCheck and lastCheck time the checks of memory and progress.
 	sinceCheck int
 	lastCheck  time.Duration
@@ -187,6 +192,10 @@ func (w *worker[M]) dfs(m M, depth int) float64 {
 	if n, ok := s.memo.get(k); ok {
 		return n
 	}
+	if w.onPath[k] {
+		s.cyclic.Store(true)
+		return 0
+	}
 	if !w.checkBounds(depth) {
 		return 0
 	}
@@ -201,6 +210,8 @@ func (w *worker[M]) dfs(m M, depth int) float64 {
 		return 1
 	}
 	order := w.order(len(choices))
+	w.onPath[k] = true
+	defer delete(w.onPath, k)
 	var total float64
 	for _, pos := range order {
 		n := m.Clone()
@@ -244,7 +255,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		wg   sync.WaitGroup
 	)
 	for i := range workers {
-		w := &worker[M]{s: s}
+		w := &worker[M]{s: s, onPath: map[stateKey]bool{}}
 		if i > 0 {
 			w.rng = rand.New(rand.NewSource(int64(i)))
 		}
@@ -262,7 +273,12 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	}
 	wg.Wait()
 	r.States = int(s.memo.size.Load())
+	r.Cyclic = s.cyclic.Load()
+	// A search stopped short has finished fewer states than it entered:
+	// it reports those it entered (workers may have entered one twice).
+	entered := int(min(s.visited.Load(), int64(opt.MaxStates)))
 	if s.failed {
+		r.States = entered
 		r.Schedules = 0
 		if !shortest(start, opt, began, &r) {
 			// The shortest schedule is beyond the bounds: report the one
@@ -274,7 +290,8 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	}
 	r.Truncated = s.truncated
 	if r.Truncated != "" {
-		r.Schedules = 0
+		// A partial search: the states it entered, and no schedule count.
+		r.States, r.Schedules = entered, 0
 	}
 	return r
 }

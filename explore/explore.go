@@ -145,6 +145,10 @@ type Result struct {
 	Schedule  []int    // the same as choice positions, for Replay
 	Seed      int64    // the walk's seed, for random and pct failures
 	Truncated string   // why exploration stopped early, if it did: the result is then incomplete
+	// Cyclic reports that a step led back to a state on the path to it:
+	// every state was still explored, but Schedules leaves out the
+	// schedules that go round a cycle (there are infinitely many).
+	Cyclic bool
 }
 
 // Passed reports whether no violation was found.

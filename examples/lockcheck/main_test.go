@@ -1,0 +1,87 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/rrefkit/rref/explore"
+	"github.com/rrefkit/rref/gen"
+	"github.com/rrefkit/rref/internal/cli"
+	"github.com/rrefkit/rref/spec"
+)
+
+// TestGeneratedIsFresh fails when lockpb is not what rrefgen makes of
+// lock.rspec today (run go generate ./examples/lockcheck).
+func TestGeneratedIsFresh(t *testing.T) {
+	p, err := spec.ParseFile("lock.rspec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := gen.Generate(p, "github.com/rrefkit/rref/examples/lockcheck/lockpb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := cli.Stale("lockpb", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffs {
+		t.Error(d)
+	}
+}
+
+func explored(t *testing.T, cfg Config, opt explore.Options) explore.Result {
+	t.Helper()
+	return explore.Explore(func() *System { return NewSystem(&cfg) }, opt)
+}
+
+// TestCorrectServerPasses: every order of two clients taking the lock
+// twice, with one resent message anywhere, keeps every invariant; the
+// count of states is the same on one goroutine as on two.
+func TestCorrectServerPasses(t *testing.T) {
+	cfg := Config{Clients: 2, Rounds: 2, Resends: 1}
+	one := explored(t, cfg, explore.Options{})
+	two := explored(t, cfg, explore.Options{Workers: 2})
+	for _, r := range []explore.Result{one, two} {
+		if !r.Passed() || r.Truncated != "" {
+			t.Fatalf("%v %s\n%v", r.Violation, r.Truncated, r.Trace)
+		}
+	}
+	if one.States != two.States || one.Schedules != two.Schedules || one.States < 100 {
+		t.Fatalf("one worker: %d states %g schedules; two: %d states %g schedules", one.States, one.Schedules, two.States, two.Schedules)
+	}
+}
+
+// TestSeededBugsAreFound: each bug breaks the invariant it should, on a
+// shortest schedule that replays to the same violation.
+func TestSeededBugsAreFound(t *testing.T) {
+	for _, tc := range []struct {
+		cfg       Config
+		invariant string
+	}{
+		{Config{Clients: 2, Rounds: 1, Resends: 1, Forgetful: true}, "Progress"},
+		{Config{Clients: 3, Rounds: 1, Resends: 1, Trusting: true}, "Mutex"},
+	} {
+		r := explored(t, tc.cfg, explore.Options{})
+		if r.Passed() || r.Violation.Invariant != tc.invariant {
+			t.Fatalf("%+v: got %v, want a %s violation", tc.cfg, r.Violation, tc.invariant)
+		}
+		cfg := tc.cfg
+		again := explore.Replay(func() *System { return NewSystem(&cfg) }, r.Schedule)
+		if again.Violation == nil || again.Violation.Error() != r.Violation.Error() {
+			t.Fatalf("replay: %v, want %v", again.Violation, r.Violation)
+		}
+		if len(r.Trace) == 0 || len(r.Trace) != len(r.Schedule) {
+			t.Fatalf("trace %v for schedule %v", r.Trace, r.Schedule)
+		}
+	}
+}
+
+// TestRandomAndPCTFindTheBug: the same bug under the seeded walks.
+func TestRandomAndPCTFindTheBug(t *testing.T) {
+	for _, mode := range []explore.Mode{explore.Random, explore.PCT} {
+		r := explored(t, Config{Clients: 3, Rounds: 1, Resends: 2, Trusting: true}, explore.Options{Mode: mode, Walks: 5000, Seed: 1})
+		if r.Passed() {
+			t.Errorf("%s: %g walks found nothing", mode, r.Schedules)
+		}
+	}
+}
