@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/internal/scenario"
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
@@ -33,10 +34,10 @@ type RuntimeResult struct {
 func runtimeSupported(sc *Scenario) string {
 	for _, c := range sc.Cmds {
 		switch c.Op {
-		case OpTimeout:
-			return "timeout marks a remote timed out from inside the core; the runtime does it by RemoteTimeout"
-		case OpDuplicate:
-			return "duplicate resends a control message; the runtime's transport delivers exactly once"
+		case scenario.OpTimeout, scenario.OpDuplicate:
+			// The target would refuse them: say why before any run.
+			t := &rtTarget{}
+			return scenario.Exec(t, &c).Error()
 		}
 	}
 	return ""
@@ -72,32 +73,192 @@ func ExploreRuntimeOver(sc *Scenario, transport string, runs int, seed int64) Ru
 	return r
 }
 
-type rtFetch struct {
-	done  bool
-	value int
-	kind  string
-}
+// rtTarget runs a scenario's commands on real workers: a scenario.Target.
+// Handles arrive on the workers' own goroutines (a passed handle when the
+// callee's function runs, a fetch's result when its future completes), so
+// the program waits on changed, closed and replaced at every arrival.
+type rtTarget struct {
+	ws     []*worker.Worker
+	byName map[string]*worker.Worker
+	ctx    context.Context
+	calls  int // numbers the functions that bind passed and returned handles
 
-type rtState struct {
 	mu      sync.Mutex
+	changed chan struct{}
+	dead    map[string]bool
 	handles map[string]*worker.RRef[int] // "W/x"
 	gone    map[string]bool              // released
-	fetches map[string]*rtFetch
-	failed  error
+	fetches map[string]*scenario.Fetched
 }
 
-func (s *rtState) wait(deadline time.Time, ready func() bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for !ready() {
-		if time.Now().After(deadline) {
-			return false
+func rtKey(w, x string) string { return w + "/" + x }
+
+// update changes the target's state under its lock and wakes the program.
+func (t *rtTarget) update(f func()) {
+	t.mu.Lock()
+	f()
+	close(t.changed)
+	t.changed = make(chan struct{})
+	t.mu.Unlock()
+}
+
+// waitFor waits until ready holds or the deadline passes; ready is
+// checked with the target unlocked (it calls the target's methods).
+func (t *rtTarget) waitFor(deadline time.Time, ready func() bool) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		ch := t.changed // taken before the check: a change after it closes ch
+		t.mu.Unlock()
+		if ready() {
+			return true
 		}
-		s.mu.Unlock()
-		time.Sleep(200 * time.Microsecond)
-		s.mu.Lock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			return ready()
+		}
 	}
-	return true
+}
+
+func (t *rtTarget) handle(w, x string) *worker.RRef[int] {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handles[rtKey(w, x)]
+}
+
+func (t *rtTarget) New(w, x string, v int64) error {
+	r, err := worker.NewRRef(t.byName[w], int(v))
+	if err != nil {
+		return err
+	}
+	t.update(func() { t.handles[rtKey(w, x)] = r })
+	return nil
+}
+
+func (t *rtTarget) Remote(w, owner, x string, v int64, fail bool) error {
+	fn := "identity"
+	if fail {
+		fn = "fail"
+	}
+	r, err := worker.Remote[int](t.ctx, t.byName[w], owner, fn, int(v))
+	if err != nil {
+		return err
+	}
+	t.update(func() { t.handles[rtKey(w, x)] = r })
+	return nil
+}
+
+func (t *rtTarget) Pass(w, to, x, y string) error {
+	t.calls++
+	fn := fmt.Sprintf("__pass_%d", t.calls)
+	worker.Register(t.byName[to], fn, func(ctx context.Context, got *worker.RRef[int]) (int, error) {
+		kept := got.Keep()
+		t.update(func() { t.handles[rtKey(to, y)] = kept })
+		return 0, nil
+	})
+	// Go sends the call now, so a release on the next line comes after.
+	worker.Go[int](t.ctx, t.byName[w], to, fn, t.handle(w, x))
+	return nil
+}
+
+func (t *rtTarget) Return(w, caller, x, y string) error {
+	t.calls++
+	fn := fmt.Sprintf("__return_%d", t.calls)
+	r := t.handle(w, x)
+	worker.Register(t.byName[w], fn, func(ctx context.Context, _ int) (*worker.RRef[int], error) { return r.Clone() })
+	got, err := worker.Call[*worker.RRef[int]](t.ctx, t.byName[caller], w, fn, 0)
+	if err != nil {
+		return err
+	}
+	t.update(func() { t.handles[rtKey(caller, y)] = got })
+	return nil
+}
+
+func (t *rtTarget) Fetch(w, x string) error {
+	k := rtKey(w, x)
+	f := &scenario.Fetched{Issued: true}
+	t.update(func() { t.fetches[k] = f })
+	fut := t.handle(w, x).Fetch(t.ctx) // issued now: a release on the next line comes after
+	go func() {
+		v, err := fut.Wait(t.ctx)
+		t.update(func() {
+			f.Done, f.Kind = true, errKind(err)
+			if f.Kind == "" {
+				f.Value = strconv.Itoa(v)
+			}
+		})
+	}()
+	return nil
+}
+
+func (t *rtTarget) Release(w, x string) error {
+	r := t.handle(w, x)
+	t.update(func() { t.gone[rtKey(w, x)] = true })
+	r.Release()
+	return nil
+}
+
+func (t *rtTarget) Timeout(w, x string) error {
+	return errors.New("timeout marks a remote timed out from inside the core; the runtime does it by RemoteTimeout")
+}
+
+func (t *rtTarget) Duplicate(from, to, kind string) error {
+	return errors.New("duplicate resends a control message; the runtime's transport delivers exactly once")
+}
+
+func (t *rtTarget) Crash(w string) error {
+	t.update(func() { t.dead[w] = true })
+	return t.byName[w].Close()
+}
+
+// Settle waits for the group to be quiet (worker.SettleGroup: the
+// shutdown barrier's termination detection).
+func (t *rtTarget) Settle() error {
+	ctx, cancel := context.WithTimeout(t.ctx, rtStepTimeout)
+	defer cancel()
+	return worker.SettleGroup(ctx, t.ws)
+}
+
+func (t *rtTarget) Alive(w string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.dead[w]
+}
+
+func (t *rtTarget) Holds(w, x string) bool { return t.handle(w, x) != nil }
+
+func (t *rtTarget) Fetched(w, x string) scenario.Fetched {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f := t.fetches[rtKey(w, x)]; f != nil {
+		return *f
+	}
+	return scenario.Fetched{}
+}
+
+// Quiet is true: Settle itself waits for the network.
+func (t *rtTarget) Quiet() bool { return true }
+
+// Busy is empty: a return's call completes before Return returns.
+func (t *rtTarget) Busy() string { return "" }
+
+func (t *rtTarget) Counters(w string) (scenario.Counters, error) {
+	if err := t.Settle(); err != nil {
+		return scenario.Counters{}, err
+	}
+	d := t.byName[w].DebugInfo()
+	return scenario.Counters{Owners: d.Owners, Forks: d.Forks, PendingUsers: d.PendingUsers, PendingChildren: d.PendingChildren}, nil
+}
+
+func (t *rtTarget) Unclean() string {
+	for _, w := range t.ws {
+		if t.Alive(w.Name()) && !w.DebugInfo().Clean() {
+			return fmt.Sprintf("%s is not clean: %+v", w.Name(), w.DebugInfo().Counters)
+		}
+	}
+	return ""
 }
 
 func errKind(err error) string {
@@ -155,8 +316,11 @@ func startWorkers(names []string, transport string, cfg worker.Config) ([]*worke
 	return ws, nil
 }
 
+// rtStepTimeout bounds each wait of a runtime run: far above a step's
+// time on a loaded machine, so that only a real hang reports L1.
+const rtStepTimeout = 5 * time.Second
+
 func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
-	const stepTimeout = 5 * time.Second
 	var rmu sync.Mutex
 	rng := rand.New(rand.NewSource(seed))
 	jitter := func() time.Duration {
@@ -169,10 +333,10 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 	if err != nil {
 		return &Violation{Invariant: "runtime", Detail: err.Error()}
 	}
-	byName := map[string]*worker.Worker{}
-	dead := map[string]bool{}
+	t := &rtTarget{ws: ws, byName: map[string]*worker.Worker{}, ctx: context.Background(), changed: make(chan struct{}),
+		dead: map[string]bool{}, handles: map[string]*worker.RRef[int]{}, gone: map[string]bool{}, fetches: map[string]*scenario.Fetched{}}
 	for _, w := range ws {
-		byName[w.Name()] = w
+		t.byName[w.Name()] = w
 		worker.Register(w, "identity", func(ctx context.Context, v int) (int, error) { return v, nil })
 		worker.Register(w, "fail", func(ctx context.Context, v int) (int, error) { return 0, errors.New("scenario function failed") })
 	}
@@ -181,222 +345,62 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 			w.Close()
 		}
 	}()
-	st := &rtState{handles: map[string]*worker.RRef[int]{}, gone: map[string]bool{}, fetches: map[string]*rtFetch{}}
-	values := map[string]string{} // handle key -> expected value, or "fail"
-	ctx := context.Background()
-	key := func(w, x string) string { return w + "/" + x }
-	has := func(k string) func() bool { return func() bool { _, ok := st.handles[k]; return ok } }
-	fail := func(inv string, line int, format string, args ...any) *Violation {
-		return &Violation{Invariant: inv, Line: line, Detail: fmt.Sprintf(format, args...)}
+	prog := scenario.NewProgram(sc)
+	for !prog.Done() {
+		if !t.waitFor(time.Now().Add(rtStepTimeout), func() bool { return prog.Ready(t) }) {
+			c := prog.Next()
+			return &Violation{Invariant: rref.InvariantL1, Line: c.Line, Detail: prog.Blocked(t)}
+		}
+		if v := prog.Step(t); v != nil {
+			return v
+		}
 	}
-	// The network is settled when nothing waits to be sent and every message
-	// sent was received; after a crash, messages to or from the dead never
-	// balance, so it is settled once the totals stop moving.
-	var lastSent, lastRecv uint64
-	settled := func() bool {
-		var sent, recv uint64
-		for _, w := range ws {
-			if dead[w.Name()] {
-				continue
-			}
-			d := w.DebugInfo()
-			if d.Outgoing > 0 || d.PendingCalls > 0 {
+	// Every fetch ends (L1) with the value or its stored error (S4).
+	t.waitFor(time.Now().Add(rtStepTimeout), func() bool {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		for k, f := range t.fetches {
+			w, _, _ := strings.Cut(k, "/")
+			if !f.Done && !t.dead[w] {
 				return false
 			}
-			sent += d.MessagesSent
-			recv += d.MessagesReceived
 		}
-		moved := sent != lastSent || recv != lastRecv
-		lastSent, lastRecv = sent, recv
-		if len(dead) > 0 {
-			return !moved
-		}
-		return sent == recv
+		return true
+	})
+	if err := t.Settle(); err != nil {
+		return &Violation{Invariant: rref.InvariantL1, Detail: fmt.Sprintf("the network did not settle at the end: %v", err)}
 	}
-	settle := func() bool {
-		deadline := time.Now().Add(stepTimeout)
-		stable := 0
-		for time.Now().Before(deadline) {
-			if settled() {
-				stable++
-				if stable >= 5 {
-					return true
-				}
-			} else {
-				stable = 0
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		return false
-	}
-	for _, c := range sc.Cmds {
-		deadline := time.Now().Add(stepTimeout)
-		w := byName[c.W]
-		k := key(c.W, c.X)
-		switch c.Op {
-		case OpNew:
-			r, err := worker.NewRRef(w, int(c.Value))
-			if err != nil {
-				return fail("runtime", c.Line, "%v", err)
-			}
-			st.mu.Lock()
-			st.handles[k] = r
-			values[k] = strconv.Itoa(int(c.Value))
-			st.mu.Unlock()
-		case OpRemote:
-			fn := "identity"
-			if c.Fail {
-				fn = "fail"
-			}
-			r, err := worker.Remote[int](ctx, w, c.V, fn, int(c.Value))
-			if err != nil {
-				return fail(rref.InvariantL1, c.Line, "remote: %v", err)
-			}
-			st.mu.Lock()
-			st.handles[k] = r
-			values[k] = strconv.Itoa(int(c.Value))
-			if c.Fail {
-				values[k] = "fail"
-			}
-			st.mu.Unlock()
-		case OpPass, OpReturn:
-			if !st.wait(deadline, has(k)) {
-				return fail(rref.InvariantL1, c.Line, "%s never got %s", c.W, c.X)
-			}
-			st.mu.Lock()
-			r := st.handles[k]
-			yk := key(c.V, c.Y)
-			values[yk] = values[k]
-			st.mu.Unlock()
-			if c.Op == OpPass {
-				fn := fmt.Sprintf("__pass_%d", c.Line)
-				worker.Register(byName[c.V], fn, func(ctx context.Context, got *worker.RRef[int]) (int, error) {
-					st.mu.Lock()
-					st.handles[yk] = got.Keep()
-					st.mu.Unlock()
-					return 0, nil
-				})
-				// Go sends the call now, so a release on the next line comes after.
-				worker.Go[int](ctx, w, c.V, fn, r)
-			} else {
-				fn := fmt.Sprintf("__return_%d", c.Line)
-				worker.Register(w, fn, func(ctx context.Context, _ int) (*worker.RRef[int], error) { return r.Clone() })
-				got, err := worker.Call[*worker.RRef[int]](ctx, byName[c.V], c.W, fn, 0)
-				if err != nil {
-					return fail(rref.InvariantL1, c.Line, "return: %v", err)
-				}
-				st.mu.Lock()
-				st.handles[yk] = got
-				st.mu.Unlock()
-			}
-		case OpFetch:
-			if !st.wait(deadline, func() bool { return st.handles[k] != nil }) {
-				return fail(rref.InvariantL1, c.Line, "%s never got %s", c.W, c.X)
-			}
-			st.mu.Lock()
-			r := st.handles[k]
-			f := &rtFetch{}
-			st.fetches[k] = f
-			st.mu.Unlock()
-			fut := r.Fetch(ctx) // issued now: a release on the next line comes after
-			go func() {
-				v, err := fut.Wait(ctx)
-				st.mu.Lock()
-				f.done, f.value, f.kind = true, v, errKind(err)
-				st.mu.Unlock()
-			}()
-		case OpRelease:
-			if !st.wait(deadline, has(k)) {
-				return fail(rref.InvariantL1, c.Line, "%s never got %s", c.W, c.X)
-			}
-			st.mu.Lock()
-			r := st.handles[k]
-			st.gone[k] = true
-			st.mu.Unlock()
-			r.Release()
-		case OpSettle:
-			if !settle() {
-				return fail(rref.InvariantL1, c.Line, "settle did not end")
-			}
-		case OpCrash:
-			dead[c.W] = true
-			w.Close()
-		case OpExpect:
-			switch c.Expect {
-			case "value", "error", "either":
-				var f *rtFetch
-				if !st.wait(deadline, func() bool { f = st.fetches[k]; return f != nil && f.done }) {
-					return fail(rref.InvariantL1, c.Line, "%s's fetch of %s never completed", c.W, c.X)
-				}
-				st.mu.Lock()
-				got := fmt.Sprintf("value %d", f.value)
-				if f.kind != "" {
-					got = "error " + f.kind
-				}
-				okValue := f.kind == "" && int64(f.value) == c.Value
-				okKind := f.kind == c.Kind
-				st.mu.Unlock()
-				if c.Expect == "value" && !okValue || c.Expect == "error" && !okKind || c.Expect == "either" && !okValue && !okKind {
-					return fail("expect", c.Line, "%s's fetch of %s got %s", c.W, c.X, got)
-				}
-			case "count":
-				if !settle() {
-					return fail(rref.InvariantL1, c.Line, "the network did not settle")
-				}
-				d := w.DebugInfo()
-				got := map[string]int{"owners": d.Owners, "forks": d.Forks, "pending_users": d.PendingUsers, "pending_children": d.PendingChildren}[c.Kind]
-				if int64(got) != c.N {
-					return fail("expect", c.Line, "%s: %s is %d, want %d", c.W, c.Kind, got, c.N)
-				}
-			case "clean":
-				for _, x := range ws {
-					if !dead[x.Name()] && !x.DebugInfo().Clean() {
-						return fail("expect", c.Line, "%s is not clean: %+v", x.Name(), x.DebugInfo().Counters)
-					}
-				}
-			}
-		}
-		st.mu.Lock()
-		ferr := st.failed
-		st.mu.Unlock()
-		if ferr != nil {
-			return fail(rref.InvariantL1, c.Line, "%v", ferr)
-		}
-	}
-	// Every fetch must end (L1) with the value or its stored error (S4).
-	for k, f := range st.fetches {
-		if !st.wait(time.Now().Add(stepTimeout), func() bool { return f.done }) {
-			return fail(rref.InvariantL1, 0, "the fetch of %s never completed", k)
-		}
-		if f.kind == "" && strconv.Itoa(f.value) != values[k] {
-			return fail(rref.InvariantS4, 0, "the fetch of %s returned %d, want %s", k, f.value, values[k])
-		}
-		if f.kind == "user" && values[k] != "fail" {
-			return fail(rref.InvariantS4, 0, "the fetch of %s raised a user error, but the function succeeded", k)
-		}
+	if v := prog.End(t); v != nil {
+		return v
 	}
 	// L2: once every handle on a live worker is released, nothing is left.
+	t.mu.Lock()
 	all := true
-	for k := range st.handles {
+	for k := range t.handles {
 		w, _, _ := strings.Cut(k, "/")
-		if !dead[w] && !st.gone[k] {
+		if !t.dead[w] && !t.gone[k] {
 			all = false
 		}
 	}
-	if !settle() {
-		return fail(rref.InvariantL1, 0, "the network did not settle at the end")
-	}
-	if all {
-		sctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer cancel()
-		var live []*worker.Worker
-		for _, w := range ws {
-			if !dead[w.Name()] {
-				live = append(live, w)
-			}
+	var live []*worker.Worker
+	for _, w := range ws {
+		if !t.dead[w.Name()] {
+			live = append(live, w)
 		}
-		if err := worker.ShutdownGroup(sctx, live); err != nil {
-			return fail(rref.InvariantL2, 0, "%v", err)
+	}
+	t.mu.Unlock()
+	if all {
+		// Settled, every live worker must hold nothing (as the shutdown
+		// barrier would check, without its n² report frames).
+		sctx, cancel := context.WithTimeout(t.ctx, rtStepTimeout)
+		defer cancel()
+		if err := worker.SettleGroup(sctx, live); err != nil {
+			return &Violation{Invariant: rref.InvariantL1, Detail: err.Error()}
+		}
+		for _, w := range live {
+			if d := w.DebugInfo(); !d.Clean() {
+				return &Violation{Invariant: rref.InvariantL2, Detail: fmt.Sprintf("every handle is released and the group settled, yet %s holds %+v", w.Name(), d.Counters)}
+			}
 		}
 	}
 	return nil

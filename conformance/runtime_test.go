@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -45,5 +47,35 @@ func TestCorpusOnRuntimeSHM(t *testing.T) {
 		if r := ExploreRuntimeOver(sc, "shm", 1, 7); r.Violation != nil {
 			t.Errorf("%s (seed %d): %v", sc.Name, r.Seed, r.Violation)
 		}
+	}
+}
+
+// TestRuntimeScalesToDozensOfWorkers: a handle passed along a chain of 32
+// workers, fetched at the end, released everywhere, and the group settles
+// (worker.SettleGroup) and shuts down clean.
+func TestRuntimeScalesToDozensOfWorkers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const n = 32
+	var b strings.Builder
+	b.WriteString("workers")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, " W%d", i)
+	}
+	b.WriteString("\nremote W1 W2 x 7\n")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "pass W%d W%d x x\n", i, i+1)
+	}
+	fmt.Fprintf(&b, "fetch W%d x\nexpect value W%d x 7\n", n, n)
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "release W%d x\n", i)
+	}
+	b.WriteString("settle\nexpect clean\n")
+	sc, err := Parse("chain32.rref", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ExploreRuntime(sc, 2, 1)
+	if r.Skipped != "" || r.Violation != nil || r.Runs != 2 {
+		t.Fatalf("%+v", r)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/internal/scenario"
 	"github.com/rrefkit/rref/runtime/core"
 )
 
@@ -134,7 +135,7 @@ type World struct {
 	coreKeys  [][]byte
 	dead      []bool
 	inflight  []inFlight
-	pc        int
+	prog      scenario.Program
 	returning bool // a return command waits for its callee to answer
 	handles   map[handleKey]*progHandle
 	fetches   map[handleKey]*fetchState
@@ -162,7 +163,7 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 	if factory == nil {
 		factory = SeededCore
 	}
-	w := &World{sc: sc, ids: map[string]WorkerID{}, handles: map[handleKey]*progHandle{},
+	w := &World{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, handles: map[handleKey]*progHandle{},
 		fetches: map[handleKey]*fetchState{}, fetchIDs: map[[2]uint64]handleKey{}, returns: map[[2]uint64]string{},
 		travel: map[ForkID]travelling{}, mon: newMonitor(), unreduced: unreduced}
 	for i, name := range sc.Workers {
@@ -232,13 +233,13 @@ func (w *World) fail(inv string, line int, format string, args ...any) {
 func (w *World) Violation() *Violation { return w.violation }
 
 // Finished reports whether every command ran and nothing is in flight.
-func (w *World) Finished() bool { return w.pc == len(w.sc.Cmds) && len(w.inflight) == 0 }
+func (w *World) Finished() bool { return w.prog.Done() && len(w.inflight) == 0 }
 
 // Choices lists what may happen next: -1 runs the next command, i >= 0
 // delivers in-flight message i. Identical messages are offered once.
 func (w *World) Choices() []int {
 	var out []int
-	if w.enabled() {
+	if w.prog.Ready(w) {
 		out = append(out, -1)
 	}
 	seen := map[string]bool{}
@@ -254,7 +255,7 @@ func (w *World) Choices() []int {
 // Describe says what choice c does, for traces.
 func (w *World) Describe(c int) string {
 	if c < 0 {
-		cmd := w.sc.Cmds[w.pc]
+		cmd := w.prog.Next()
 		return fmt.Sprintf("line %d: %s", cmd.Line, cmd.Text)
 	}
 	m := w.inflight[c]
@@ -276,7 +277,9 @@ func (w *World) ChoiceKey(c int) string {
 // Step applies choice c.
 func (w *World) Step(c int) {
 	if c < 0 {
-		w.exec()
+		if v := w.prog.Step(w); v != nil && w.violation == nil {
+			w.violation = v
+		}
 		return
 	}
 	m := w.inflight[c]
@@ -296,43 +299,6 @@ func (w *World) Step(c int) {
 	w.drain(m.to)
 }
 
-// enabled reports whether the next command can run now.
-func (w *World) enabled() bool {
-	if w.pc >= len(w.sc.Cmds) || w.returning {
-		return false
-	}
-	c := w.sc.Cmds[w.pc]
-	if c.W != "" && w.dead[w.ids[c.W]-1] && c.Op != OpExpect && c.Op != OpCrash {
-		return false // a dead worker runs nothing: the scenario waits (and L1 reports it)
-	}
-	has := func(wn, x string) bool { return w.handles[handleKey{w.ids[wn], x}] != nil }
-	switch c.Op {
-	case OpPass, OpReturn, OpFetch, OpRelease, OpTimeout:
-		return has(c.W, c.X)
-	case OpSettle:
-		return len(w.inflight) == 0
-	case OpExpect:
-		switch c.Expect {
-		case "value", "error", "either":
-			f := w.fetches[handleKey{w.ids[c.W], c.X}]
-			return f != nil && f.done
-		}
-	}
-	return true
-}
-
-// Blocked describes why the next command cannot run, for L1 reports.
-func (w *World) Blocked() string {
-	if w.pc >= len(w.sc.Cmds) {
-		return "nothing"
-	}
-	c := w.sc.Cmds[w.pc]
-	if w.returning {
-		return fmt.Sprintf("line %d (%s) waits for its callee to answer", c.Line, c.Text)
-	}
-	return fmt.Sprintf("line %d (%s) can never proceed", c.Line, c.Text)
-}
-
 func valueBytes(v int64) []byte { return []byte(strconv.FormatInt(v, 10)) }
 
 func (w *World) bind(k handleKey, h core.HandleID) {
@@ -343,87 +309,164 @@ func (w *World) bind(k handleKey, h core.HandleID) {
 	}
 }
 
-func (w *World) exec() {
-	c := w.sc.Cmds[w.pc]
-	w.pc++
-	wid := w.ids[c.W]
-	k := handleKey{wid, c.X}
-	switch c.Op {
-	case OpNew:
-		h := w.core(wid).NewLocal(valueBytes(c.Value))
-		w.bind(k, h)
-		w.mon.values[w.handles[k].rref] = c.Value
-	case OpRemote:
-		fn := "identity"
-		if c.Fail {
-			fn = "fail"
+// The commands' effects: World is a scenario.Target.
+
+func (w *World) key(wn, x string) handleKey { return handleKey{w.ids[wn], x} }
+
+func (w *World) New(wn, x string, v int64) error {
+	wid := w.ids[wn]
+	h := w.core(wid).NewLocal(valueBytes(v))
+	w.bind(handleKey{wid, x}, h)
+	w.mon.values[w.handles[handleKey{wid, x}].rref] = v
+	w.drain(wid)
+	return nil
+}
+
+func (w *World) Remote(wn, owner, x string, v int64, fail bool) error {
+	wid := w.ids[wn]
+	fn := "identity"
+	if fail {
+		fn = "fail"
+	}
+	h, err := w.core(wid).Remote(w.ids[owner], fn, valueBytes(v), nil)
+	if err != nil {
+		return err
+	}
+	k := handleKey{wid, x}
+	w.bind(k, h)
+	id := w.handles[k].rref
+	w.mon.owners[id] = w.ids[owner]
+	if fail {
+		w.mon.failing[id] = true
+	} else {
+		w.mon.values[id] = v
+	}
+	w.drain(wid)
+	return nil
+}
+
+func (w *World) Pass(wn, to, x, y string) error {
+	wid := w.ids[wn]
+	h := w.handles[handleKey{wid, x}]
+	if _, err := w.core(wid).Call(w.ids[to], "__pass", []byte(y), []core.HandleID{h.id}); err != nil {
+		return err
+	}
+	w.drain(wid)
+	return nil
+}
+
+func (w *World) Return(wn, caller, x, y string) error {
+	cid := w.ids[caller]
+	id, err := w.core(cid).Call(w.ids[wn], "__return", []byte(x), nil)
+	if err != nil {
+		return err
+	}
+	w.returns[[2]uint64{uint64(cid), id}] = y
+	w.returning = true
+	w.drain(cid)
+	return nil
+}
+
+func (w *World) Fetch(wn, x string) error {
+	wid := w.ids[wn]
+	k := handleKey{wid, x}
+	h := w.handles[k]
+	f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut}
+	id := h.id
+	if h.released {
+		id = 0 // a released handle: the core answers deleted at once
+	}
+	w.fetches[k] = f
+	fid := w.core(wid).Fetch(id)
+	w.fetchIDs[[2]uint64{uint64(wid), fid}] = k
+	w.drain(wid)
+	return nil
+}
+
+func (w *World) Release(wn, x string) error {
+	wid := w.ids[wn]
+	h := w.handles[handleKey{wid, x}]
+	if !h.released {
+		h.released = true
+		if err := w.core(wid).Release(h.id); err != nil {
+			w.fail(rref.InvariantS5, 0, "%s's release of %s refused: %v", wn, x, err)
 		}
-		h, err := w.core(wid).Remote(w.ids[c.V], fn, valueBytes(c.Value), nil)
-		if err != nil {
-			w.fail(rref.InvariantL1, c.Line, "remote failed: %v", err)
-			return
-		}
-		w.bind(k, h)
-		id := w.handles[k].rref
-		w.mon.owners[id] = w.ids[c.V]
-		if c.Fail {
-			w.mon.failing[id] = true
+	}
+	w.drain(wid)
+	return nil
+}
+
+func (w *World) Timeout(wn, x string) error {
+	wid := w.ids[wn]
+	h := w.handles[handleKey{wid, x}]
+	h.timedOut = true
+	if !h.onOwner {
+		w.core(wid).Timeout(h.id)
+	}
+	w.drain(wid)
+	return nil
+}
+
+func (w *World) Crash(wn string) error {
+	w.crash(w.ids[wn])
+	return nil
+}
+
+func (w *World) Duplicate(from, to, kind string) error {
+	w.dups = append(w.dups, dupRule{from: w.ids[from], to: w.ids[to], kind: kind})
+	return nil
+}
+
+// Settle does nothing: the program waits until nothing is in flight.
+func (w *World) Settle() error { return nil }
+
+// What the program waits on and checks.
+
+func (w *World) Alive(wn string) bool { return !w.dead[w.ids[wn]-1] }
+
+func (w *World) Holds(wn, x string) bool { return w.handles[w.key(wn, x)] != nil }
+
+func (w *World) Quiet() bool { return len(w.inflight) == 0 }
+
+func (w *World) Busy() string {
+	if w.returning {
+		return "its callee has not answered"
+	}
+	return ""
+}
+
+func (w *World) Fetched(wn, x string) scenario.Fetched {
+	f := w.fetches[w.key(wn, x)]
+	if f == nil {
+		return scenario.Fetched{}
+	}
+	out := scenario.Fetched{Issued: true, Done: f.done}
+	if f.done {
+		if f.err == rref.ErrorKindNone {
+			out.Value = string(f.value)
 		} else {
-			w.mon.values[id] = c.Value
+			out.Kind = kindName(f.err)
 		}
-	case OpPass:
-		h := w.handles[k]
-		if _, err := w.core(wid).Call(w.ids[c.V], "__pass", []byte(c.Y), []core.HandleID{h.id}); err != nil {
-			w.fail(rref.InvariantL1, c.Line, "pass failed: %v", err)
-		}
-	case OpReturn:
-		caller := w.ids[c.V]
-		id, err := w.core(caller).Call(wid, "__return", []byte(c.X), nil)
-		if err != nil {
-			w.fail(rref.InvariantL1, c.Line, "return failed: %v", err)
-			return
-		}
-		w.returns[[2]uint64{uint64(caller), id}] = c.Y
-		w.returning = true
-		w.drain(caller)
-	case OpFetch:
-		h := w.handles[k]
-		f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut}
-		id := h.id
-		if h.released {
-			id = 0 // a released handle: the core answers deleted at once
-		}
-		w.fetches[k] = f
-		fid := w.core(wid).Fetch(id)
-		w.fetchIDs[[2]uint64{uint64(wid), fid}] = k
-	case OpRelease:
-		h := w.handles[k]
-		if !h.released {
-			h.released = true
-			if err := w.core(wid).Release(h.id); err != nil {
-				w.fail(rref.InvariantS5, c.Line, "release refused: %v", err)
-			}
-		}
-	case OpTimeout:
-		h := w.handles[k]
-		h.timedOut = true
-		if !h.onOwner {
-			w.core(wid).Timeout(h.id)
-		}
-	case OpCrash:
-		w.crash(wid)
-		return
-	case OpDuplicate:
-		w.dups = append(w.dups, dupRule{from: wid, to: w.ids[c.V], kind: c.Kind})
-		return
-	case OpSettle:
-	case OpExpect:
-		w.expect(c)
-		return
 	}
-	if wid != 0 {
-		w.drain(wid)
+	return out
+}
+
+func (w *World) Counters(wn string) (scenario.Counters, error) {
+	n := w.peek(w.ids[wn]).Counters()
+	return scenario.Counters{Owners: n.Owners, Forks: n.Forks, PendingUsers: n.PendingUsers, PendingChildren: n.PendingChildren}, nil
+}
+
+func (w *World) Unclean() string {
+	for i, cr := range w.cores {
+		if w.dead[i] {
+			continue
+		}
+		if n := cr.Counters(); !n.Clean() {
+			return fmt.Sprintf("%s is not clean: owners=%d forks=%d pending_users=%d pending_children=%d\n%s",
+				w.sc.Workers[i], n.Owners, n.Forks, n.PendingUsers, n.PendingChildren, cr.Dump())
+		}
 	}
+	return ""
 }
 
 func (w *World) crash(x WorkerID) {
@@ -485,60 +528,11 @@ func (w *World) push(m inFlight) {
 	}
 }
 
-func (w *World) expect(c Cmd) {
-	wid := w.ids[c.W]
-	switch c.Expect {
-	case "count":
-		n := w.peek(wid).Counters()
-		got := map[string]int{"owners": n.Owners, "forks": n.Forks, "pending_users": n.PendingUsers, "pending_children": n.PendingChildren}[c.Kind]
-		if int64(got) != c.N {
-			w.fail("expect", c.Line, "%s: %s is %d, want %d", c.W, c.Kind, got, c.N)
-		}
-		return
-	case "clean":
-		for i, cr := range w.cores {
-			if w.dead[i] {
-				continue
-			}
-			if n := cr.Counters(); !n.Clean() {
-				w.fail("expect", c.Line, "%s is not clean: owners=%d forks=%d pending_users=%d pending_children=%d\n%s",
-					w.sc.Workers[i], n.Owners, n.Forks, n.PendingUsers, n.PendingChildren, cr.Dump())
-				return
-			}
-		}
-		return
-	}
-	f := w.fetches[handleKey{wid, c.X}]
-	kind := kindName(f.err)
-	want := string(valueBytes(c.Value))
-	switch c.Expect {
-	case "value":
-		if f.err != rref.ErrorKindNone || string(f.value) != want {
-			w.fail("expect", c.Line, "%s's fetch of %s got %s, want value %s", c.W, c.X, describeFetch(f), want)
-		}
-	case "error":
-		if kind != c.Kind {
-			w.fail("expect", c.Line, "%s's fetch of %s got %s, want error %s", c.W, c.X, describeFetch(f), c.Kind)
-		}
-	case "either":
-		if !(f.err == rref.ErrorKindNone && string(f.value) == want) && kind != c.Kind {
-			w.fail("expect", c.Line, "%s's fetch of %s got %s, want value %s or error %s", c.W, c.X, describeFetch(f), want, c.Kind)
-		}
-	}
-}
-
 func kindName(k rref.ErrorKind) string {
 	if k == rref.ErrorKindOwnerFailed {
 		return "owner-failed"
 	}
 	return k.String()
-}
-
-func describeFetch(f *fetchState) string {
-	if f.err == rref.ErrorKindNone {
-		return "value " + string(f.value)
-	}
-	return "error " + kindName(f.err)
 }
 
 // drain takes a core's outputs, plays the program's part (running functions,
@@ -847,15 +841,9 @@ func (w *World) CheckEnd() {
 	if w.violation != nil {
 		return
 	}
-	if w.pc < len(w.sc.Cmds) || w.returning {
-		w.fail(rref.InvariantL1, w.sc.Cmds[min(w.pc, len(w.sc.Cmds)-1)].Line, "%s: nothing is in flight", w.Blocked())
+	if v := w.prog.End(w); v != nil {
+		w.violation = v
 		return
-	}
-	for k, f := range w.fetches {
-		if !f.done && !w.dead[k.w-1] {
-			w.fail(rref.InvariantL1, 0, "%s's fetch of %s never completed", w.name(k.w), k.name)
-			return
-		}
 	}
 	allReleased := len(w.travel) == 0
 	for k, h := range w.handles {
@@ -900,7 +888,7 @@ func (w *World) CheckEnd() {
 func (w *World) AppendState(b []byte) []byte {
 	// Written with strconv, not fmt: the key is built for every state.
 	b = append(b, "pc"...)
-	b = strconv.AppendInt(b, int64(w.pc), 10)
+	b = strconv.AppendInt(b, int64(w.prog.PC()), 10)
 	b = append(b, " r"...)
 	b = strconv.AppendBool(b, w.returning)
 	b = append(b, '|')

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/internal/scenario"
 	"github.com/rrefkit/rref/runtime/core"
 )
 
@@ -23,6 +24,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of script
 // A script test is etcd raft's interaction style: lines starting with "> " are
 // commands, the lines after each are what the cores emitted and how their
 // state changed. The network is explicit: nothing moves until "deliver".
+// The commands new to crash are the scenario language's (conformance/
+// README.md), parsed and run by its one interpreter (internal/scenario)
+// against this harness as a target; the rest are the harness's own.
 //
 //	workers A B          declare workers (ids 1, 2, ...)
 //	new W x V            W creates a local RRef x holding V
@@ -269,53 +273,13 @@ func (s *script) run(line string) error {
 			s.learnIDs(id)
 		}
 		return nil
-	case "new":
-		v, _ := strconv.Atoi(arg(3))
-		s.handles[arg(1)+"/"+arg(2)] = s.core(arg(1)).NewLocal([]byte(strconv.Itoa(v)))
-	case "remote":
-		fn, val := "identity", arg(4)
-		if val == "fail" {
-			fn, val = "fail", ""
-		}
-		h, err := s.core(arg(1)).Remote(s.ids[arg(2)], fn, []byte(val), nil)
+	case "new", "remote", "pass", "return", "fetch", "release", "timeout", "crash":
+		// The scenario language's own commands, run by its interpreter.
+		c, err := scenario.ParseCommand(s.names, line)
 		if err != nil {
 			return err
 		}
-		s.handles[arg(1)+"/"+arg(3)] = h
-	case "pass":
-		if _, err := s.core(arg(1)).Call(s.ids[arg(2)], "__pass", []byte(arg(4)), []core.HandleID{s.handle(arg(1), arg(3))}); err != nil {
-			return err
-		}
-	case "return":
-		id, err := s.core(arg(2)).Call(s.ids[arg(1)], "__return", []byte(arg(3)), nil)
-		if err != nil {
-			return err
-		}
-		s.returns[fmt.Sprintf("%s/%d", arg(2), id)] = arg(4)
-		s.drain(s.ids[arg(2)])
-		return nil
-	case "fetch":
-		id := s.core(arg(1)).Fetch(s.handle(arg(1), arg(2)))
-		s.fetchFor[fmt.Sprintf("%s/%d", arg(1), id)] = arg(2)
-	case "release":
-		if err := s.core(arg(1)).Release(s.handle(arg(1), arg(2))); err != nil {
-			s.emit("release error: %v", err)
-		}
-	case "timeout":
-		if err := s.core(arg(1)).Timeout(s.handle(arg(1), arg(2))); err != nil {
-			return err
-		}
-	case "crash":
-		x := s.ids[arg(1)]
-		s.dead[x-1] = true
-		s.net = slices.DeleteFunc(s.net, func(e core.Envelope) bool { return e.From == x || e.To == x })
-		for i, c := range s.cores {
-			if !s.dead[i] {
-				c.PeerFailed(x)
-				s.drain(core.WorkerID(i + 1))
-			}
-		}
-		return nil
+		return scenario.Exec(s, &c)
 	case "deliver", "deliver-all":
 		for {
 			i := slices.IndexFunc(s.net, func(e core.Envelope) bool {
@@ -393,6 +357,103 @@ func (s *script) run(line string) error {
 	}
 	s.drain(s.ids[arg(1)])
 	return nil
+}
+
+// The script is a scenario.Target: the commands the scenario language
+// shares with it are the language's, parsed and dispatched by
+// internal/scenario; the network stays explicit (deliver, dup).
+
+func (s *script) New(w, x string, v int64) error {
+	s.handles[w+"/"+x] = s.core(w).NewLocal([]byte(strconv.FormatInt(v, 10)))
+	s.drain(s.ids[w])
+	return nil
+}
+
+func (s *script) Remote(w, owner, x string, v int64, fail bool) error {
+	fn, val := "identity", strconv.FormatInt(v, 10)
+	if fail {
+		fn, val = "fail", ""
+	}
+	h, err := s.core(w).Remote(s.ids[owner], fn, []byte(val), nil)
+	if err != nil {
+		return err
+	}
+	s.handles[w+"/"+x] = h
+	s.drain(s.ids[w])
+	return nil
+}
+
+func (s *script) Pass(w, to, x, y string) error {
+	if _, err := s.core(w).Call(s.ids[to], "__pass", []byte(y), []core.HandleID{s.handle(w, x)}); err != nil {
+		return err
+	}
+	s.drain(s.ids[w])
+	return nil
+}
+
+func (s *script) Return(w, caller, x, y string) error {
+	id, err := s.core(caller).Call(s.ids[w], "__return", []byte(x), nil)
+	if err != nil {
+		return err
+	}
+	s.returns[fmt.Sprintf("%s/%d", caller, id)] = y
+	s.drain(s.ids[caller])
+	return nil
+}
+
+func (s *script) Fetch(w, x string) error {
+	id := s.core(w).Fetch(s.handle(w, x))
+	s.fetchFor[fmt.Sprintf("%s/%d", w, id)] = x
+	s.drain(s.ids[w])
+	return nil
+}
+
+func (s *script) Release(w, x string) error {
+	if err := s.core(w).Release(s.handle(w, x)); err != nil {
+		s.emit("release error: %v", err)
+	}
+	s.drain(s.ids[w])
+	return nil
+}
+
+func (s *script) Timeout(w, x string) error {
+	if err := s.core(w).Timeout(s.handle(w, x)); err != nil {
+		return err
+	}
+	s.drain(s.ids[w])
+	return nil
+}
+
+// Crash tells every other core at once (the network of a script is explicit;
+// failure notices are not messages in it).
+func (s *script) Crash(w string) error {
+	x := s.ids[w]
+	s.dead[x-1] = true
+	s.net = slices.DeleteFunc(s.net, func(e core.Envelope) bool { return e.From == x || e.To == x })
+	for i, c := range s.cores {
+		if !s.dead[i] {
+			c.PeerFailed(x)
+			s.drain(core.WorkerID(i + 1))
+		}
+	}
+	return nil
+}
+
+func (s *script) Duplicate(from, to, kind string) error {
+	return fmt.Errorf("a script resends with dup W V Kind")
+}
+
+func (s *script) Settle() error                        { return fmt.Errorf("a script delivers with deliver-all") }
+func (s *script) Alive(w string) bool                  { return !s.dead[s.ids[w]-1] }
+func (s *script) Holds(w, x string) bool               { _, ok := s.handles[w+"/"+x]; return ok }
+func (s *script) Fetched(w, x string) scenario.Fetched { return scenario.Fetched{} }
+func (s *script) Quiet() bool                          { return len(s.net) == 0 }
+func (s *script) Busy() string                         { return "" }
+func (s *script) Unclean() string                      { return "" }
+
+func (s *script) Counters(w string) (scenario.Counters, error) {
+	n := s.core(w).Counters()
+	return scenario.Counters{Owners: n.Owners, Forks: n.Forks, PendingUsers: n.PendingUsers, PendingChildren: n.PendingChildren}, nil
 }
 
 func TestScripts(t *testing.T) {

@@ -32,7 +32,17 @@ import (
 const (
 	barrierTag      = 0xB7
 	barrierInterval = 2 * time.Millisecond
+	// barrierFanout is how many peers a report round may reach per
+	// barrierInterval: every member reports to every other, n² frames a
+	// round, so a large group spaces its rounds out rather than flood its
+	// links (32 members every 2 ms would be half a million frames a second).
+	barrierFanout = 8
 )
+
+// barrierPeriod is the time between two report rounds of a group of n.
+func barrierPeriod(n int) time.Duration {
+	return barrierInterval * time.Duration(max(1, (n+barrierFanout-1)/barrierFanout))
+}
 
 // counts are the protocol frames a worker sent to, and took from, each
 // member (index id-1), excluding barrier reports.
@@ -267,7 +277,7 @@ func (w *Worker) barrierRound(ctx context.Context, round uint64) barrierView {
 // every RRef and fork this worker still held and what held the group up.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.leaving.Store(true)
-	tick := time.NewTicker(barrierInterval)
+	tick := time.NewTicker(barrierPeriod(len(w.names)))
 	defer tick.Stop()
 	var last barrierView
 	haveLast := false

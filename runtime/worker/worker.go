@@ -128,6 +128,10 @@ type Worker struct {
 	fetches waiting[core.FetchResult]
 	kept    map[core.HandleID]bool // argument RRefs a function kept
 	dead    map[core.WorkerID]bool
+	// mourned holds the dead peers whose failure the core has been told
+	// of, and whose consequences (failed fetches, released forks) are
+	// queued: SettleGroup waits for it.
+	mourned map[core.WorkerID]bool
 
 	fmu   sync.RWMutex
 	funcs map[string]handler
@@ -170,7 +174,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
-		dead: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
+		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	for i := range names {
 		if core.WorkerID(i+1) != id {
@@ -439,6 +443,9 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 		conn.Close()
 	}
 	w.apply(func(c *core.Core) { c.PeerFailed(id) })
+	w.mu.Lock()
+	w.mourned[id] = true
+	w.mu.Unlock()
 }
 
 func (w *Worker) releaseAll(hs []core.HandleID) {
