@@ -159,10 +159,10 @@ func TestMonitorsBindToSpecInvariants(t *testing.T) {
 // made the search skip states it had never seen).
 func TestStateEncodingIsUnambiguous(t *testing.T) {
 	world := func(name string, id core.HandleID, value string, err rref.ErrorKind, exempt RRefID) *World {
-		w := &World{handles: map[handleKey]*progHandle{}, fetches: map[handleKey]*fetchState{}, mon: newMonitor()}
+		w := &World{p: newRunState(), mon: newMonitor()}
 		k := handleKey{1, name}
-		w.handles[k] = &progHandle{id: id}
-		w.fetches[k] = &fetchState{done: true, value: []byte(value), err: err}
+		w.p.handles[k] = &progHandle{id: id}
+		w.p.fetches[k] = &fetchState{done: true, value: []byte(value), err: err}
 		w.mon.exemptRRef[exempt] = true
 		return w
 	}

@@ -84,6 +84,7 @@ type monitor struct {
 	remoteArrived map[RRefID]bool
 	owners        map[RRefID]WorkerID
 	crashed       bool
+	key           []byte // the cached encoding (appendMonitor); nil when not known
 }
 
 func newMonitor() *monitor {
@@ -95,6 +96,7 @@ func newMonitor() *monitor {
 
 func (m *monitor) clone() *monitor {
 	n := *m
+	n.key = nil
 	n.values = maps.Clone(m.values)
 	n.failing = maps.Clone(m.failing)
 	n.deletes = maps.Clone(m.deletes)
@@ -107,6 +109,58 @@ func (m *monitor) clone() *monitor {
 	n.remoteArrived = maps.Clone(m.remoteArrived)
 	n.owners = maps.Clone(m.owners)
 	return &n
+}
+
+// runState is the program's side of a run: its handles and fetches, the
+// calls whose answer binds a handle, and what travels.
+type runState struct {
+	handles  map[handleKey]*progHandle
+	fetches  map[handleKey]*fetchState
+	fetchIDs map[[2]uint64]handleKey // (worker, fetch id)
+	returns  map[[2]uint64]string    // (caller, call id) -> name of the returned handle
+	travel   map[ForkID]travelling   // passed or returned handles not yet bound
+	dups     []dupRule
+	key      []byte // the cached encoding (appendProg); nil when not known
+}
+
+func newRunState() *runState {
+	return &runState{handles: map[handleKey]*progHandle{}, fetches: map[handleKey]*fetchState{},
+		fetchIDs: map[[2]uint64]handleKey{}, returns: map[[2]uint64]string{}, travel: map[ForkID]travelling{}}
+}
+
+func (p *runState) clone() *runState {
+	n := &runState{handles: make(map[handleKey]*progHandle, len(p.handles)), fetches: make(map[handleKey]*fetchState, len(p.fetches))}
+	for k, h := range p.handles {
+		hh := *h
+		n.handles[k] = &hh
+	}
+	for k, f := range p.fetches {
+		ff := *f
+		n.fetches[k] = &ff
+	}
+	n.fetchIDs = maps.Clone(p.fetchIDs)
+	n.returns = maps.Clone(p.returns)
+	n.travel = maps.Clone(p.travel)
+	n.dups = slices.Clone(p.dups)
+	return n
+}
+
+// pw is the program's state, to change: copied first if a clone shares it.
+func (w *World) pw() *runState {
+	if !w.pOwned {
+		w.p, w.pOwned = w.p.clone(), true
+	}
+	w.p.key = nil
+	return w.p
+}
+
+// mw is the monitor, to change: copied first if a clone shares it.
+func (w *World) mw() *monitor {
+	if !w.monOwned {
+		w.mon, w.monOwned = w.mon.clone(), true
+	}
+	w.mon.key = nil
+	return w.mon
 }
 
 // CoreFactory makes the core of one worker; tests substitute mutated cores.
@@ -137,13 +191,12 @@ type World struct {
 	inflight  []inFlight
 	prog      scenario.Program
 	returning bool // a return command waits for its callee to answer
-	handles   map[handleKey]*progHandle
-	fetches   map[handleKey]*fetchState
-	fetchIDs  map[[2]uint64]handleKey // (worker, fetch id)
-	returns   map[[2]uint64]string    // (caller, call id) -> name of the returned handle
-	travel    map[ForkID]travelling   // passed or returned handles not yet bound
-	dups      []dupRule
+	// p and mon are shared with clones until written, as cores are: read
+	// them through the fields, write them through pw and mw.
+	p         *runState
+	pOwned    bool
 	mon       *monitor
+	monOwned  bool
 	violation *Violation
 	// unreduced turns the reduction below off (Options.Unreduced).
 	// eager holds, within one step, the calls whose CallRet is delivered
@@ -163,9 +216,8 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 	if factory == nil {
 		factory = SeededCore
 	}
-	w := &World{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, handles: map[handleKey]*progHandle{},
-		fetches: map[handleKey]*fetchState{}, fetchIDs: map[[2]uint64]handleKey{}, returns: map[[2]uint64]string{},
-		travel: map[ForkID]travelling{}, mon: newMonitor(), unreduced: unreduced}
+	w := &World{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, p: newRunState(), pOwned: true,
+		mon: newMonitor(), monOwned: true, unreduced: unreduced}
 	for i, name := range sc.Workers {
 		id := WorkerID(i + 1)
 		w.ids[name] = id
@@ -189,21 +241,9 @@ func (w *World) Clone() *World {
 	n.coreKeys = slices.Clone(w.coreKeys)
 	n.dead = slices.Clone(w.dead)
 	n.inflight = slices.Clone(w.inflight)
-	n.handles = make(map[handleKey]*progHandle, len(w.handles))
-	for k, h := range w.handles {
-		hh := *h
-		n.handles[k] = &hh
-	}
-	n.fetches = make(map[handleKey]*fetchState, len(w.fetches))
-	for k, f := range w.fetches {
-		ff := *f
-		n.fetches[k] = &ff
-	}
-	n.fetchIDs = maps.Clone(w.fetchIDs)
-	n.returns = maps.Clone(w.returns)
-	n.travel = maps.Clone(w.travel)
-	n.dups = slices.Clone(w.dups)
-	n.mon = w.mon.clone()
+	// The program's state and the monitor are shared the same way.
+	n.pOwned, w.pOwned = false, false
+	n.monOwned, w.monOwned = false, false
 	n.eager = nil // empty between steps; made when a step needs it
 	return &n
 }
@@ -292,7 +332,7 @@ func (w *World) Step(c int) {
 		cr.PeerFailed(m.from)
 	} else {
 		if rc, ok := m.msg.(*rref.RemoteCall); ok {
-			w.mon.remoteArrived[rc.RRef] = true
+			w.mw().remoteArrived[rc.RRef] = true
 		}
 		cr.Deliver(m.from, m.msg)
 	}
@@ -303,10 +343,11 @@ func valueBytes(v int64) []byte { return []byte(strconv.FormatInt(v, 10)) }
 
 func (w *World) bind(k handleKey, h core.HandleID) {
 	st := w.peek(k.w).Handle(h)
-	w.handles[k] = &progHandle{id: h, rref: st.RRef, fork: st.Fork, onOwner: st.IsOwner}
+	ph := &progHandle{id: h, rref: st.RRef, fork: st.Fork, onOwner: st.IsOwner}
 	if st.IsOwner {
-		w.handles[k].fork = ForkID{}
+		ph.fork = ForkID{}
 	}
+	w.pw().handles[k] = ph
 }
 
 // The commands' effects: World is a scenario.Target.
@@ -317,7 +358,7 @@ func (w *World) New(wn, x string, v int64) error {
 	wid := w.ids[wn]
 	h := w.core(wid).NewLocal(valueBytes(v))
 	w.bind(handleKey{wid, x}, h)
-	w.mon.values[w.handles[handleKey{wid, x}].rref] = v
+	w.mw().values[w.p.handles[handleKey{wid, x}].rref] = v
 	w.drain(wid)
 	return nil
 }
@@ -334,12 +375,13 @@ func (w *World) Remote(wn, owner, x string, v int64, fail bool) error {
 	}
 	k := handleKey{wid, x}
 	w.bind(k, h)
-	id := w.handles[k].rref
-	w.mon.owners[id] = w.ids[owner]
+	id := w.p.handles[k].rref
+	mon := w.mw()
+	mon.owners[id] = w.ids[owner]
 	if fail {
-		w.mon.failing[id] = true
+		mon.failing[id] = true
 	} else {
-		w.mon.values[id] = v
+		mon.values[id] = v
 	}
 	w.drain(wid)
 	return nil
@@ -347,7 +389,7 @@ func (w *World) Remote(wn, owner, x string, v int64, fail bool) error {
 
 func (w *World) Pass(wn, to, x, y string) error {
 	wid := w.ids[wn]
-	h := w.handles[handleKey{wid, x}]
+	h := w.p.handles[handleKey{wid, x}]
 	if _, err := w.core(wid).Call(w.ids[to], "__pass", []byte(y), []core.HandleID{h.id}); err != nil {
 		return err
 	}
@@ -361,7 +403,7 @@ func (w *World) Return(wn, caller, x, y string) error {
 	if err != nil {
 		return err
 	}
-	w.returns[[2]uint64{uint64(cid), id}] = y
+	w.pw().returns[[2]uint64{uint64(cid), id}] = y
 	w.returning = true
 	w.drain(cid)
 	return nil
@@ -370,23 +412,24 @@ func (w *World) Return(wn, caller, x, y string) error {
 func (w *World) Fetch(wn, x string) error {
 	wid := w.ids[wn]
 	k := handleKey{wid, x}
-	h := w.handles[k]
+	h := w.p.handles[k]
 	f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut}
 	id := h.id
 	if h.released {
 		id = 0 // a released handle: the core answers deleted at once
 	}
-	w.fetches[k] = f
+	w.pw().fetches[k] = f
 	fid := w.core(wid).Fetch(id)
-	w.fetchIDs[[2]uint64{uint64(wid), fid}] = k
+	w.pw().fetchIDs[[2]uint64{uint64(wid), fid}] = k
 	w.drain(wid)
 	return nil
 }
 
 func (w *World) Release(wn, x string) error {
 	wid := w.ids[wn]
-	h := w.handles[handleKey{wid, x}]
+	h := w.p.handles[handleKey{wid, x}]
 	if !h.released {
+		h = w.pw().handles[handleKey{wid, x}]
 		h.released = true
 		if err := w.core(wid).Release(h.id); err != nil {
 			w.fail(rref.InvariantS5, 0, "%s's release of %s refused: %v", wn, x, err)
@@ -398,7 +441,7 @@ func (w *World) Release(wn, x string) error {
 
 func (w *World) Timeout(wn, x string) error {
 	wid := w.ids[wn]
-	h := w.handles[handleKey{wid, x}]
+	h := w.pw().handles[handleKey{wid, x}]
 	h.timedOut = true
 	if !h.onOwner {
 		w.core(wid).Timeout(h.id)
@@ -413,7 +456,7 @@ func (w *World) Crash(wn string) error {
 }
 
 func (w *World) Duplicate(from, to, kind string) error {
-	w.dups = append(w.dups, dupRule{from: w.ids[from], to: w.ids[to], kind: kind})
+	w.pw().dups = append(w.p.dups, dupRule{from: w.ids[from], to: w.ids[to], kind: kind})
 	return nil
 }
 
@@ -424,7 +467,7 @@ func (w *World) Settle() error { return nil }
 
 func (w *World) Alive(wn string) bool { return !w.dead[w.ids[wn]-1] }
 
-func (w *World) Holds(wn, x string) bool { return w.handles[w.key(wn, x)] != nil }
+func (w *World) Holds(wn, x string) bool { return w.p.handles[w.key(wn, x)] != nil }
 
 func (w *World) Quiet() bool { return len(w.inflight) == 0 }
 
@@ -436,7 +479,7 @@ func (w *World) Busy() string {
 }
 
 func (w *World) Fetched(wn, x string) scenario.Fetched {
-	f := w.fetches[w.key(wn, x)]
+	f := w.p.fetches[w.key(wn, x)]
 	if f == nil {
 		return scenario.Fetched{}
 	}
@@ -474,7 +517,8 @@ func (w *World) crash(x WorkerID) {
 		return
 	}
 	w.dead[x-1] = true
-	w.mon.crashed = true
+	mon := w.mw()
+	mon.crashed = true
 	kept := w.inflight[:0]
 	for _, m := range w.inflight {
 		if m.from != x && m.to != x {
@@ -484,14 +528,14 @@ func (w *World) crash(x WorkerID) {
 	w.inflight = kept
 	// Exemptions of S1: forks still unanswered below the dead worker, and values
 	// whose creator died before its RemoteCall reached the owner.
-	for f, p := range w.mon.path {
-		if !w.mon.answered[f] && slices.Contains(p, x) {
-			w.mon.exempt[f] = true
+	for f, p := range mon.path {
+		if !mon.answered[f] && slices.Contains(p, x) {
+			mon.exempt[f] = true
 		}
 	}
-	for _, h := range w.handles {
-		if h.rref.Worker == x && !w.mon.remoteArrived[h.rref] {
-			w.mon.exemptRRef[h.rref] = true
+	for _, h := range w.p.handles {
+		if h.rref.Worker == x && !mon.remoteArrived[h.rref] {
+			mon.exemptRRef[h.rref] = true
 		}
 	}
 	for i := range w.cores {
@@ -519,9 +563,10 @@ func (w *World) push(m inFlight) {
 	if m.notice {
 		return
 	}
-	for i, d := range w.dups {
+	for i, d := range w.p.dups {
 		if d.from == m.from && d.to == m.to && d.kind == m.msg.MessageCode().String() {
-			w.dups = slices.Delete(w.dups, i, i+1)
+			p := w.pw()
+			p.dups = slices.Delete(p.dups, i, i+1)
 			w.inflight = append(w.inflight, m) // the resend
 			return
 		}
@@ -568,11 +613,11 @@ func (w *World) drain(id WorkerID) {
 			w.fetched(id, fr)
 		}
 		for _, cres := range r.Calls {
-			y, ok := w.returns[[2]uint64{uint64(id), cres.CallID}]
+			y, ok := w.p.returns[[2]uint64{uint64(id), cres.CallID}]
 			if !ok {
 				continue
 			}
-			delete(w.returns, [2]uint64{uint64(id), cres.CallID})
+			delete(w.pw().returns, [2]uint64{uint64(id), cres.CallID})
 			if len(cres.Handles) == 1 {
 				w.bindTravelled(handleKey{id, y}, cres.Handles[0])
 			}
@@ -590,7 +635,7 @@ func (w *World) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 		return false
 	}
 	delete(w.eager, k)
-	for _, d := range w.dups {
+	for _, d := range w.p.dups {
 		if d.from == from && d.to == caller && d.kind == rref.CodeCallRet.String() {
 			return false
 		}
@@ -601,9 +646,9 @@ func (w *World) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 func (w *World) bindTravelled(k handleKey, h core.HandleID) {
 	w.bind(k, h)
 	st := w.peek(k.w).Handle(h)
-	for f, t := range w.travel {
+	for f, t := range w.p.travel {
 		if t.to == k.w && t.name == k.name && t.rref == st.RRef {
-			delete(w.travel, f)
+			delete(w.pw().travel, f)
 		}
 	}
 }
@@ -629,7 +674,7 @@ func (w *World) run(id WorkerID, run core.Run) {
 		}
 		cr.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
 	case run.Fn == "__return":
-		h := w.handles[handleKey{id, string(run.Args)}]
+		h := w.p.handles[handleKey{id, string(run.Args)}]
 		var refs []core.HandleID
 		if h != nil && !h.released {
 			refs = []core.HandleID{h.id}
@@ -644,14 +689,15 @@ func (w *World) run(id WorkerID, run core.Run) {
 }
 
 func (w *World) fetched(id WorkerID, fr core.FetchResult) {
-	k, ok := w.fetchIDs[[2]uint64{uint64(id), fr.FetchID}]
+	k, ok := w.p.fetchIDs[[2]uint64{uint64(id), fr.FetchID}]
 	if !ok {
 		return
 	}
-	delete(w.fetchIDs, [2]uint64{uint64(id), fr.FetchID})
-	f := w.fetches[k]
+	p := w.pw()
+	delete(p.fetchIDs, [2]uint64{uint64(id), fr.FetchID})
+	f := p.fetches[k]
 	f.done, f.value, f.err = true, fr.Value, fr.Err
-	h := w.handles[k]
+	h := w.p.handles[k]
 	where := fmt.Sprintf("%s's fetch of %s", w.name(id), k.name)
 	switch fr.Err {
 	case rref.ErrorKindNone:
@@ -708,9 +754,9 @@ func (w *World) ownerOf(id RRefID) WorkerID {
 
 // observe feeds the monitors with a message a worker emits.
 func (w *World) observe(from WorkerID, e core.Envelope) {
-	mon := w.mon
 	descs := func(ds []rref.RRefDesc, to WorkerID, bindName string) {
 		for _, d := range ds {
+			mon := w.mw()
 			mon.owners[d.RRef] = d.Owner
 			if d.Cut != rref.ErrorKindNone {
 				// A cut handle passed on: its copy is cut too, never confirmed
@@ -731,7 +777,7 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 				}
 			}
 			if bindName != "" {
-				w.travel[d.Fork] = travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork}
+				w.pw().travel[d.Fork] = travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork}
 			}
 		}
 	}
@@ -743,20 +789,24 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 		}
 		descs(m.RRefs, e.To, name)
 	case *rref.CallRet:
-		name := w.returns[[2]uint64{uint64(e.To), m.CallID}]
+		name := w.p.returns[[2]uint64{uint64(e.To), m.CallID}]
 		descs(m.RRefs, e.To, name)
 	case *rref.RemoteCall:
+		mon := w.mw()
 		mon.path[m.Fork] = nil
 		descs(m.RRefs, e.To, "")
 	case *rref.RemoteRet:
+		mon := w.mw()
 		mon.answered[m.Fork] = true
 	case *rref.ForkAck:
+		mon := w.mw()
 		mon.answered[m.Fork] = true
 		if m.Refused {
 			mon.refused[m.Fork] = true
 		}
 	case *rref.ChildAccept:
 		if e.From == w.ownerOf(m.RRef) {
+			mon := w.mw()
 			mon.answered[m.Child] = true // the owner as callee answers directly
 			if m.Refused {
 				mon.refused[m.Child] = true
@@ -774,7 +824,7 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 		if mon.answered[child] {
 			continue
 		}
-		if t, ok := w.travel[child]; ok && w.dead[t.to-1] {
+		if t, ok := w.p.travel[child]; ok && w.dead[t.to-1] {
 			continue
 		}
 		if w.childDead(child) || w.dead[w.ownerOf(m.RRef)-1] {
@@ -782,6 +832,7 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 		}
 		w.fail(rref.InvariantS2, 0, "%s sent the delete of fork %v while its child %v was not yet answered by the owner", w.name(from), m.Fork, child)
 	}
+	mon = w.mw()
 	mon.deletes[m.Fork]++
 	if mon.deletes[m.Fork] > 1 {
 		w.fail(rref.InvariantS3, 0, "%s sent a second delete for fork %v", w.name(from), m.Fork)
@@ -789,7 +840,7 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 	if mon.refused[m.Fork] {
 		w.fail(rref.InvariantS3, 0, "%s sent a delete for fork %v, which the owner refused", w.name(from), m.Fork)
 	}
-	for k, h := range w.handles {
+	for k, h := range w.p.handles {
 		if k.w == from && h.fork == m.Fork && !h.released {
 			w.fail(rref.InvariantS3, 0, "%s sent a delete for its handle %s, which it has not released", w.name(from), k.name)
 		}
@@ -798,7 +849,7 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 
 // childDead reports whether the worker holding child fork f is dead.
 func (w *World) childDead(f ForkID) bool {
-	for k, h := range w.handles {
+	for k, h := range w.p.handles {
 		if h.fork == f {
 			return w.dead[k.w-1]
 		}
@@ -812,22 +863,22 @@ func (w *World) checkFreed(owner WorkerID, id RRefID) {
 	if mon.exemptRRef[id] {
 		return
 	}
-	keys := make([]handleKey, 0, len(w.handles))
-	for k := range w.handles {
+	keys := make([]handleKey, 0, len(w.p.handles))
+	for k := range w.p.handles {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i].w < keys[j].w || keys[i].w == keys[j].w && keys[i].name < keys[j].name
 	})
 	for _, k := range keys {
-		h := w.handles[k]
+		h := w.p.handles[k]
 		if h.rref != id || h.released || w.dead[k.w-1] || mon.exempt[h.fork] && h.fork != (ForkID{}) {
 			continue
 		}
 		w.fail(rref.InvariantS1, 0, "%s freed %v while %s still holds %s", w.name(owner), id, w.name(k.w), k.name)
 		return
 	}
-	for f, t := range w.travel {
+	for f, t := range w.p.travel {
 		if t.rref == id && !w.dead[t.to-1] && !mon.exempt[f] {
 			w.fail(rref.InvariantS1, 0, "%s freed %v while a handle to it travels to %s", w.name(owner), id, w.name(t.to))
 			return
@@ -845,8 +896,8 @@ func (w *World) CheckEnd() {
 		w.violation = v
 		return
 	}
-	allReleased := len(w.travel) == 0
-	for k, h := range w.handles {
+	allReleased := len(w.p.travel) == 0
+	for k, h := range w.p.handles {
 		if w.dead[k.w-1] {
 			continue
 		}
@@ -914,13 +965,28 @@ func (w *World) AppendState(b []byte) []byte {
 		b = append(b, k...)
 		b = append(b, 0)
 	}
-	hk := make([]handleKey, 0, len(w.handles))
-	for k := range w.handles {
+	if w.p.key == nil {
+		w.p.key = w.p.appendState(nil) // shared with the clones that share p
+	}
+	b = strconv.AppendInt(b, int64(len(w.p.key)), 10)
+	b = append(b, ':')
+	b = append(b, w.p.key...)
+	if w.mon.key == nil {
+		w.mon.key = w.mon.appendState(nil)
+	}
+	return append(b, w.mon.key...)
+}
+
+// appendState encodes the program's handles, fetches, travelling handles
+// and pending duplications.
+func (p *runState) appendState(b []byte) []byte {
+	hk := make([]handleKey, 0, len(p.handles))
+	for k := range p.handles {
 		hk = append(hk, k)
 	}
 	sort.Slice(hk, func(i, j int) bool { return hk[i].w < hk[j].w || hk[i].w == hk[j].w && hk[i].name < hk[j].name })
 	for _, k := range hk {
-		h := w.handles[k]
+		h := p.handles[k]
 		// Every variable-length field is delimited: "c1" with handle 2 and
 		// "c" with handle 12 must not encode alike.
 		b = append(b, 'h')
@@ -934,7 +1000,7 @@ func (w *World) AppendState(b []byte) []byte {
 		b = append(b, ':')
 		b = strconv.AppendBool(b, h.timedOut)
 		b = append(b, ';')
-		if f := w.fetches[k]; f != nil {
+		if f := p.fetches[k]; f != nil {
 			b = append(b, 'f')
 			b = strconv.AppendBool(b, f.done)
 			b = append(b, ':')
@@ -947,16 +1013,27 @@ func (w *World) AppendState(b []byte) []byte {
 		}
 	}
 	b = append(b, '|')
-	b = appendForkSet(b, w.mon.answered)
-	b = appendForkSet(b, w.mon.refused)
-	b = appendForkSet(b, w.mon.exempt)
-	travel := map[ForkID]bool{}
-	for f := range w.travel {
-		travel[f] = true
+	travel := make([]ForkID, 0, len(p.travel))
+	for f := range p.travel {
+		travel = append(travel, f)
 	}
-	b = appendForkSet(b, travel)
-	dels := make([]ForkID, 0, len(w.mon.deletes))
-	for f := range w.mon.deletes {
+	sortForks(travel)
+	for _, f := range travel {
+		b = appendFork(b, f)
+		b = append(b, ',')
+	}
+	b = append(b, " d"...)
+	return strconv.AppendInt(b, int64(len(p.dups)), 10)
+}
+
+// appendState encodes the monitor's facts that a later check reads.
+func (m *monitor) appendState(b []byte) []byte {
+	b = append(b, '|')
+	b = appendForkSet(b, m.answered)
+	b = appendForkSet(b, m.refused)
+	b = appendForkSet(b, m.exempt)
+	dels := make([]ForkID, 0, len(m.deletes))
+	for f := range m.deletes {
 		dels = append(dels, f)
 	}
 	sortForks(dels)
@@ -964,10 +1041,10 @@ func (w *World) AppendState(b []byte) []byte {
 		b = append(b, 'd')
 		b = appendFork(b, f)
 		b = append(b, '=')
-		b = strconv.AppendInt(b, int64(w.mon.deletes[f]), 10)
+		b = strconv.AppendInt(b, int64(m.deletes[f]), 10)
 	}
-	xs := make([]RRefID, 0, len(w.mon.exemptRRef))
-	for id, ok := range w.mon.exemptRRef {
+	xs := make([]RRefID, 0, len(m.exemptRRef))
+	for id, ok := range m.exemptRRef {
 		if ok {
 			xs = append(xs, id)
 		}
@@ -981,10 +1058,7 @@ func (w *World) AppendState(b []byte) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, " c"...)
-	b = strconv.AppendBool(b, w.mon.crashed)
-	b = append(b, " d"...)
-	b = strconv.AppendInt(b, int64(len(w.dups)), 10)
-	return b
+	return strconv.AppendBool(b, m.crashed)
 }
 
 func sortForks(fs []ForkID) {

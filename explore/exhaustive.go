@@ -213,8 +213,13 @@ func (w *worker[M]) dfs(m M, depth int) float64 {
 	w.onPath[k] = true
 	defer delete(w.onPath, k)
 	var total float64
-	for _, pos := range order {
-		n := m.Clone()
+	for i, pos := range order {
+		// The last choice steps m itself: nothing reads m after it, and a
+		// state with one choice then costs no copy at all.
+		n := m
+		if i < len(order)-1 {
+			n = m.Clone()
+		}
 		n.Step(choices[pos])
 		w.path = append(w.path, pos)
 		total += w.dfs(n, depth+1)

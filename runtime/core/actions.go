@@ -51,7 +51,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 	u := &userRec{state: rref.UserStart, owner: worker, rref: id, fork: fork, parentW: worker}
 	c.users[fork] = u
 	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: id, fork: fork})
-	c.send(worker, c.msgs.remoteCall.fill(rref.RemoteCall{RRef: id, Fork: fork, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
+	c.send(worker, c.pools().remoteCall.fill(rref.RemoteCall{RRef: id, Fork: fork, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
 	return u.handle, nil
 }
 
@@ -66,7 +66,7 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 	}
 	id := c.newLocal()
 	c.calls[id] = worker
-	c.send(worker, c.msgs.call.fill(rref.Call{CallID: id, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
+	c.send(worker, c.pools().call.fill(rref.Call{CallID: id, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
 	return id, nil
 }
 
@@ -81,7 +81,7 @@ func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID
 	if err := c.checkPassable(refs, true); err != nil {
 		return err
 	}
-	c.send(to, c.msgs.callRet.fill(rref.CallRet{CallID: callID, Error: errKind, Message: msg, Result: result, RRefs: c.forkAll(refs, to)}))
+	c.send(to, c.pools().callRet.fill(rref.CallRet{CallID: callID, Error: errKind, Message: msg, Result: result, RRefs: c.forkAll(refs, to)}))
 	return nil
 }
 
@@ -114,7 +114,7 @@ func (c *Core) answerFetch(id RRefID, o *ownerRec, w waitingFetch) {
 		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: w.fetchID, Handle: w.handle, Value: o.value, Err: o.err, Message: o.errMsg})
 		return
 	}
-	c.send(w.from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: o.err, Message: o.errMsg, Value: o.value}))
+	c.send(w.from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: o.err, Message: o.errMsg, Value: o.value}))
 }
 
 // Fetch asks for the value behind h (to_here). The result arrives as a
@@ -156,7 +156,7 @@ func (c *Core) Fetch(h HandleID) uint64 {
 	}
 	u.fetching++
 	c.fetches[id] = fetchRec{handle: h, fork: u.fork}
-	c.send(u.owner, c.msgs.fetchCall.fill(rref.FetchCall{FetchID: id, RRef: u.rref, Fork: u.fork}))
+	c.send(u.owner, c.pools().fetchCall.fill(rref.FetchCall{FetchID: id, RRef: u.rref, Fork: u.fork}))
 	return id
 }
 
@@ -210,7 +210,7 @@ func (c *Core) Release(h HandleID) error {
 	}
 	if u.state == rref.UserPending && (mutant(mutCreatorDeleteNotDeferred) || u.timedOut && mutant(mutTimedOutDeleteEarly)) {
 		u.state = rref.UserDeleted
-		c.send(u.owner, c.msgs.userDelete.fill(rref.UserDelete{RRef: u.rref, Fork: u.fork}))
+		c.send(u.owner, c.pools().userDelete.fill(rref.UserDelete{RRef: u.rref, Fork: u.fork}))
 		return nil
 	}
 	if u.state == rref.UserPending && mutant(mutPendingReleaseNoDelete) {
@@ -384,13 +384,13 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 		}
 		if o == nil {
 			if !parentIsOwner {
-				c.send(from, c.msgs.childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork, Refused: true}))
+				c.send(from, c.pools().childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork, Refused: true}))
 			}
 			return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, fork: d.Fork, lost: gone, owner: c.self}), nil
 		}
 		o.local++
 		if !parentIsOwner {
-			c.send(from, c.msgs.childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork}))
+			c.send(from, c.pools().childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork}))
 		} else if f, ok := o.forks[d.Fork]; ok && f.holder == c.self && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
 			// The owner's own fork came home: the local handle now holds the value.
 			c.storeFork(o, d.Fork, f)
@@ -411,9 +411,9 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 	case parentIsOwner:
 		c.stepUser(u, rref.UserOnConfirm) // the owner knew this fork when it sent it
 	default:
-		c.send(d.Owner, c.msgs.forkRequest.fill(rref.ForkRequest{RRef: d.RRef, Fork: d.Fork, Parent: d.Parent}))
+		c.send(d.Owner, c.pools().forkRequest.fill(rref.ForkRequest{RRef: d.RRef, Fork: d.Fork, Parent: d.Parent}))
 		if mutant(mutChildAcceptEarly) {
-			c.send(from, c.msgs.childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork}))
+			c.send(from, c.pools().childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork}))
 		}
 	}
 	return u.handle, u

@@ -143,8 +143,10 @@ type Core struct {
 
 	dupes, bad, illegals int
 	ready                Ready
-	dec                  rref.Decoder // DeliverFrame's, reused: Deliver keeps no message
-	msgs                 msgPools     // sent messages passed back by TakeReadyInto
+	// Scratch, not state, made on first use: a clone (an explorer makes
+	// one per step) carries neither.
+	dec  *rref.Decoder // DeliverFrame's, reused: Deliver keeps no message
+	msgs *msgPools     // sent messages passed back by TakeReadyInto
 }
 
 // Option configures a Core.
@@ -242,7 +244,7 @@ func (c *Core) TakeReady() Ready {
 func (c *Core) TakeReadyInto(r *Ready) {
 	for _, e := range r.Messages {
 		if e.Msg != nil {
-			c.msgs.reclaim(e.Msg)
+			c.pools().reclaim(e.Msg)
 		}
 	}
 	r.Reset()
@@ -454,7 +456,7 @@ func (c *Core) maybeFree(id RRefID, o *ownerRec) {
 func (c *Core) maybeDrain(u *userRec) {
 	if u.state == rref.UserDraining && u.pinned == 0 && u.fetching == 0 {
 		if c.stepUser(u, rref.UserOnDrained) == genrt.Moved {
-			c.send(u.owner, c.msgs.userDelete.fill(rref.UserDelete{RRef: u.rref, Fork: u.fork}))
+			c.send(u.owner, c.pools().userDelete.fill(rref.UserDelete{RRef: u.rref, Fork: u.fork}))
 		}
 	}
 	if u.state.IsFinal() && u.pinned == 0 && u.fetching == 0 && len(u.runs) == 0 {
@@ -556,5 +558,5 @@ func (c *Core) failFetch(id RRefID, w waitingFetch, k ErrorKind) {
 		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: w.fetchID, Handle: w.handle, Err: k})
 		return
 	}
-	c.send(w.from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: k}))
+	c.send(w.from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: k}))
 }

@@ -69,3 +69,11 @@ func (p *msgPools) reclaim(m rref.Message) {
 		p.forkAck.put(m)
 	}
 }
+
+// pools is the core's free lists of sent messages, made on first use.
+func (c *Core) pools() *msgPools {
+	if c.msgs == nil {
+		c.msgs = &msgPools{}
+	}
+	return c.msgs
+}

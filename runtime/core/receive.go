@@ -124,7 +124,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 		o.forks[m.Fork] = f
 		o.known++
 	}
-	c.send(from, c.msgs.remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
+	c.send(from, c.pools().remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
 	c.runAfter(from, m.RRefs, Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args})
 	return nil
 }
@@ -139,7 +139,7 @@ func (c *Core) refuseLateRemote(from WorkerID, m *rref.RemoteCall) {
 	for _, h := range c.receiveAll(from, m.RRefs, nil) {
 		c.Release(h)
 	}
-	c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true}))
+	c.send(from, c.pools().forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true}))
 }
 
 // onConfirm handles the owner's answer to a fork: RemoteRet for the creator's
@@ -167,7 +167,7 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 	}
 	if viaParent && !mutant(mutChildAcceptEarly) {
 		// Only now may the parent unpin the child (G2).
-		c.send(u.parentW, c.msgs.childAccept.fill(rref.ChildAccept{RRef: id, Child: fork, Refused: refused}))
+		c.send(u.parentW, c.pools().childAccept.fill(rref.ChildAccept{RRef: id, Child: fork, Refused: refused}))
 	}
 	c.settleRuns(u)
 	c.maybeDrain(u)
@@ -188,19 +188,19 @@ func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
 			// deleted (S4); a released handle's fork is remembered as gone.
 			gone = rref.ErrorKindLost
 		}
-		c.send(from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: gone}))
+		c.send(from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: gone}))
 		return nil
 	}
 	if o != nil {
 		if f, ok := o.forks[m.Fork]; ok && f.holder != from {
-			c.send(from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindBadRequest}))
+			c.send(from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindBadRequest}))
 			return c.refuseErr(from, rref.CodeFetchCall, ErrForkHeld, "fetch through fork %v, held by worker %d", m.Fork, f.holder)
 		}
 	}
 	if o == nil || o.state == rref.OwnerAwaiting {
 		var err error
 		if o, err = c.admit(from, m.RRef, o, rref.CodeFetchCall, "fetch"); err != nil {
-			c.send(from, c.msgs.fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindLost}))
+			c.send(from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindLost}))
 			return err
 		}
 	}
@@ -236,7 +236,7 @@ func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
 // and runs its call, instead of waiting forever.
 func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	refused := func() {
-		c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true}))
+		c.send(from, c.pools().forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork, Refused: true}))
 	}
 	if m.Parent == asFork(m.RRef) {
 		refused() // the owner registers its own children when it sends them
@@ -297,7 +297,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		}
 		c.dupes++
 		if f.state == rref.ForkKnown {
-			c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork})) // the ACK may have been lost with a connection
+			c.send(from, c.pools().forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork})) // the ACK may have been lost with a connection
 		}
 		return nil
 	}
@@ -305,7 +305,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		o.forks[m.Fork] = f
 		o.known++
 	}
-	c.send(from, c.msgs.forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork}))
+	c.send(from, c.pools().forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork}))
 	return nil
 }
 
@@ -463,6 +463,9 @@ func (c *Core) loseLocalHandles(ids map[RRefID]bool) {
 // copies what it keeps out of a message (its byte fields still alias frame),
 // so a frame costs no allocation for the message itself.
 func (c *Core) DeliverFrame(from WorkerID, frame []byte, lim *genrt.Limits) error {
+	if c.dec == nil {
+		c.dec = &rref.Decoder{}
+	}
 	c.dec.Limits = genrt.Limits{}
 	if lim != nil {
 		c.dec.Limits = *lim

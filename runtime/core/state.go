@@ -16,8 +16,8 @@ func (c *Core) Clone() *Core {
 	d := *c
 	// The free lists of sent messages and the decoder's storage are the
 	// original's: a clone starts its own, or both would fill one message.
-	d.msgs = msgPools{}
-	d.dec = rref.Decoder{}
+	d.msgs = nil
+	d.dec = nil
 	d.owners = make(map[RRefID]*ownerRec, len(c.owners))
 	for id, o := range c.owners {
 		oo := *o
@@ -26,10 +26,13 @@ func (c *Core) Clone() *Core {
 		oo.charges = slices.Clone(o.charges)
 		d.owners[id] = &oo
 	}
-	runs := map[*pendingRun]*pendingRun{}
+	var runs map[*pendingRun]*pendingRun // made when a user has runs: most have none
 	cloneRun := func(r *pendingRun) *pendingRun {
 		if n, ok := runs[r]; ok {
 			return n
+		}
+		if runs == nil {
+			runs = map[*pendingRun]*pendingRun{}
 		}
 		n := *r
 		runs[r] = &n
