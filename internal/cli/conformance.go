@@ -44,12 +44,13 @@ simulated network that may deliver any in-flight message next. By default it
 explores every interleaving of the embedded corpus, with state hashing. A
 failure prints the violated invariant, the shortest failing schedule found and
 a -replay string (and a -seed for random and pct walks). Exit status 1 when
-any scenario fails, 3 when none failed but a bound (-timeout, -max-states)
+any scenario fails, 3 when none failed but a bound (-timeout, -max-states, -max-memory)
 stopped an exhaustive search short: that is not a proof.`)
 	mode := fs.String("mode", "exhaustive", "exhaustive, random or pct")
 	walks := fs.Int("walks", 1000, "random and pct: schedules per scenario")
 	seed := fs.Int64("seed", 1, "random and pct: the first walk's seed")
 	maxStates := fs.Int("max-states", 2_000_000, "exhaustive: distinct states per scenario before giving up")
+	maxMemory := fs.Int("max-memory", 8192, "exhaustive: MiB of live heap before giving up")
 	timeout := fs.Duration("timeout", 2*time.Minute, "time bound per scenario")
 	unreduced := fs.Bool("unreduced", false, "explore every order of the steps the reductions treat as commuting (slower; to check the reductions)")
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario instead of a table")
@@ -62,6 +63,10 @@ stopped an exhaustive search short: that is not a proof.`)
 	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory) or shm (each pair over shared memory)")
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
+	}
+	if *maxMemory < 1 {
+		fmt.Fprintf(env.Stderr, "rrefgen conformance: -max-memory %d: want at least 1 (MiB)\n", *maxMemory)
+		return ExitUsage
 	}
 	if os.Getenv("GOGC") == "" {
 		// A search allocates a copy of each state it steps to and keeps
@@ -105,7 +110,7 @@ stopped an exhaustive search short: that is not a proof.`)
 			fmt.Fprintf(env.Stderr, "rrefgen conformance: -enumerate %q: want WORKERSxCOMMANDS, such as 3x3 (1 to 26 workers)\n", *enumerate)
 			return ExitUsage
 		}
-		return runEnumerate(env, b, conformance.Options{MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}, *quiet)
+		return runEnumerate(env, b, conformance.Options{MaxStates: *maxStates, MaxMemory: uint64(*maxMemory) << 20, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}, *quiet)
 	}
 	if *replay != "" {
 		if len(scs) != 1 {
@@ -129,7 +134,7 @@ stopped an exhaustive search short: that is not a proof.`)
 		return ExitOK
 	}
 
-	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}
+	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, MaxMemory: uint64(*maxMemory) << 20, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}
 	var current string // the scenario being explored, for progress lines
 	if !*quiet && !*asJSON {
 		// A search longer than a few seconds says how far it got, on stderr.
@@ -203,7 +208,7 @@ stopped an exhaustive search short: that is not a proof.`)
 			len(scs), failed, totalSchedules, totalStates, elapsed.Round(time.Millisecond), float64(totalStates)/elapsed.Seconds())
 		fmt.Fprintf(env.Stdout, "%d passed, %d failed", len(scs)-failed-bounded, failed)
 		if bounded > 0 {
-			fmt.Fprintf(env.Stdout, ", %d incomplete (a bound stopped the search: raise -timeout or -max-states)", bounded)
+			fmt.Fprintf(env.Stdout, ", %d incomplete (a bound stopped the search: raise -timeout, -max-states or -max-memory)", bounded)
 		}
 		fmt.Fprintln(env.Stdout)
 	}
@@ -289,7 +294,7 @@ func runEnumerate(env *Env, b conformance.Bound, opt conformance.Options, quiet 
 		return ExitFail
 	}
 	if incomplete > 0 {
-		fmt.Fprintf(env.Stdout, "%d programs incomplete: a bound stopped their search (raise -timeout or -max-states)\n", incomplete)
+		fmt.Fprintf(env.Stdout, "%d programs incomplete: a bound stopped their search (raise -timeout, -max-states or -max-memory)\n", incomplete)
 		return ExitIncomplete
 	}
 	fmt.Fprintln(env.Stdout, "ok: every program passed")
