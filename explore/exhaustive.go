@@ -86,6 +86,7 @@ type search[M Model[M]] struct {
 	stop    atomic.Bool  // a violation or a bound: every worker unwinds
 	visited atomic.Int64 // states entered and not found in the memo: the state bound counts these
 	cyclic  atomic.Bool
+	steps   atomic.Int64 // transitions taken, by every worker
 
 	mu        sync.Mutex // guards the fields below
 	failed    bool
@@ -221,6 +222,7 @@ func (w *worker[M]) dfs(m M, depth int) float64 {
 			n = m.Clone()
 		}
 		n.Step(choices[pos])
+		s.steps.Add(1)
 		w.path = append(w.path, pos)
 		total += w.dfs(n, depth+1)
 		w.path = w.path[:len(w.path)-1]
@@ -279,6 +281,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	wg.Wait()
 	r.States = int(s.memo.size.Load())
 	r.Cyclic = s.cyclic.Load()
+	r.Transitions = s.steps.Load()
 	// A search stopped short has finished fewer states than it entered:
 	// it reports those it entered (workers may have entered one twice).
 	entered := int(min(s.visited.Load(), int64(opt.MaxStates)))

@@ -139,12 +139,15 @@ type Result struct {
 	Mode      Mode
 	Schedules float64 // complete schedules covered (exhaustive: counted exactly over the state graph)
 	States    int     // distinct states visited
-	Duration  time.Duration
-	Violation *Violation
-	Trace     []string // the shortest failing schedule found, step by step
-	Schedule  []int    // the same as choice positions, for Replay
-	Seed      int64    // the walk's seed, for random and pct failures
-	Truncated string   // why exploration stopped early, if it did: the result is then incomplete
+	// Transitions is how many steps the search took: each state's every
+	// choice, including those into states already explored.
+	Transitions int64
+	Duration    time.Duration
+	Violation   *Violation
+	Trace       []string // the shortest failing schedule found, step by step
+	Schedule    []int    // the same as choice positions, for Replay
+	Seed        int64    // the walk's seed, for random and pct failures
+	Truncated   string   // why exploration stopped early, if it did: the result is then incomplete
 	// Cyclic reports that a step led back to a state on the path to it:
 	// every state was still explored, but Schedules leaves out the
 	// schedules that go round a cycle (there are infinitely many).

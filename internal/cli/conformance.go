@@ -23,6 +23,7 @@ type jsonRow struct {
 	Result       string   `json:"result"`
 	Schedules    float64  `json:"schedules"`
 	States       int      `json:"states"`
+	Transitions  int64    `json:"transitions"`
 	Seconds      float64  `json:"seconds"`
 	StatesPerSec float64  `json:"states_per_second"`
 	Invariant    string   `json:"invariant,omitempty"`
@@ -176,7 +177,7 @@ stopped an exhaustive search short: that is not a proof.`)
 			}
 		}
 		if *asJSON {
-			row := jsonRow{Scenario: sc.Name, Mode: string(r.Mode), Result: result, Schedules: r.Schedules, States: r.States,
+			row := jsonRow{Scenario: sc.Name, Mode: string(r.Mode), Result: result, Schedules: r.Schedules, States: r.States, Transitions: r.Transitions,
 				Seconds: secs, StatesPerSec: rate, Truncated: r.Truncated}
 			if r.Violation != nil {
 				row.Invariant, row.Detail, row.Trace, row.Schedule = r.Violation.Invariant, r.Violation.Detail, r.Trace, r.ScheduleString()
