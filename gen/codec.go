@@ -19,11 +19,11 @@ func goType(t *spec.Type) *jen.Statement {
 	case t.Kind == spec.KindList:
 		return jen.Index().Add(goType(t.Elem))
 	case t.Named != nil:
-		return jen.Id(goName(t.Named.Name))
+		return jen.Id(t.Named.GoName)
 	case t.Kind == spec.KindEnum:
-		return jen.Id(goName(t.Enum.Name))
+		return jen.Id(t.Enum.GoName)
 	case t.Kind == spec.KindStruct:
-		return jen.Id(goName(t.Struct.Name))
+		return jen.Id(t.Struct.GoName)
 	}
 	return scalarGoType(t.Kind)
 }
@@ -71,12 +71,17 @@ func sizeStmts(t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
 	case spec.KindString, spec.KindBytes:
 		return add(rt("SizeBytes").Call(jen.Len(x())))
 	case spec.KindStruct:
-		return add(jen.Id("Size" + goName(t.Struct.Name)).Call(jen.Op("&").Add(x())))
+		return add(jen.Id("Size" + t.Struct.GoName).Call(jen.Op("&").Add(x())))
 	case spec.KindList:
+		count := jen.Id("n").Op("+=").Add(rt("SizeUvarint").Call(jen.Uint64().Call(jen.Len(x()))))
+		if k := baseKind(t.Elem); k == spec.KindU8 || k == spec.KindBool {
+			// One byte each: no loop (whose index nothing would read).
+			return []jen.Code{count, jen.Id("n").Op("+=").Len(x())}
+		}
 		i := "i" + strconv.Itoa(depth)
 		elem := func() *jen.Statement { return x().Index(jen.Id(i)) }
 		return []jen.Code{
-			jen.Id("n").Op("+=").Add(rt("SizeUvarint").Call(jen.Uint64().Call(jen.Len(x())))),
+			count,
 			jen.For(jen.Id(i).Op(":=").Range().Add(x())).Block(sizeStmts(t.Elem, elem, depth+1)...),
 		}
 	}
@@ -99,7 +104,7 @@ func appendStmts(t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
 	case spec.KindBytes:
 		return set(rt("AppendBytes").Call(jen.Id("b"), x()))
 	case spec.KindStruct:
-		return set(jen.Id("Append"+goName(t.Struct.Name)).Call(jen.Id("b"), jen.Op("&").Add(x())))
+		return set(jen.Id("Append"+t.Struct.GoName).Call(jen.Id("b"), jen.Op("&").Add(x())))
 	case spec.KindList:
 		i := "i" + strconv.Itoa(depth)
 		elem := func() *jen.Statement { return x().Index(jen.Id(i)) }
@@ -170,7 +175,7 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 		}
 	case spec.KindStruct:
 		body = []jen.Code{
-			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Id("Consume"+goName(t.Struct.Name)).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim")),
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Id("Consume"+t.Struct.GoName).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim")),
 			checkErr,
 			x().Op("=").Id("x"),
 			jen.Id("off").Op("+=").Id("k"),
@@ -194,15 +199,15 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 	return []jen.Code{jen.Block(body...)}
 }
 
-// genCodec writes SizeX, AppendX and ConsumeX for a struct or message body.
-func genCodec(f *jen.File, name string, fields []*spec.Field) {
-	gn := goName(name)
+// genCodec writes SizeX, AppendX and ConsumeX for a struct or message body
+// whose Go name is gn.
+func genCodec(f *jen.File, gn string, fields []*spec.Field) {
 	recv := func() *jen.Statement { return jen.Id("v") }
 
 	var size, app, cons []jen.Code
 	for _, fd := range fields {
 		fd := fd
-		x := func() *jen.Statement { return recv().Dot(goName(fd.Name)) }
+		x := func() *jen.Statement { return recv().Dot(fd.GoName) }
 		size = append(size, sizeStmts(fd.Type, x, 0)...)
 		app = append(app, appendStmts(fd.Type, x, 0)...)
 		cons = append(cons, consumeStmts(gn, fd.Name, fd.Type, x, 0)...)
@@ -249,9 +254,9 @@ func genCodec(f *jen.File, name string, fields []*spec.Field) {
 func genFields(fields []*spec.Field) []jen.Code {
 	var out []jen.Code
 	for _, fd := range fields {
-		st := jen.Id(goName(fd.Name)).Add(goType(fd.Type))
+		st := jen.Id(fd.GoName).Add(goType(fd.Type))
 		if len(fd.Doc) > 0 {
-			out = append(out, jen.Comment(docText(fd.Doc)))
+			out = append(out, jen.Comment(comment(docText(fd.Doc))))
 		}
 		out = append(out, st)
 	}
@@ -260,25 +265,25 @@ func genFields(fields []*spec.Field) []jen.Code {
 
 func genNamed(f *jen.File, n *spec.Named) {
 	if len(n.Doc) > 0 {
-		f.Comment(docText(n.Doc))
+		f.Comment(comment(docText(n.Doc)))
 	}
-	f.Type().Id(goName(n.Name)).Add(scalarGoType(n.Type.Kind))
+	f.Type().Id(n.GoName).Add(scalarGoType(n.Type.Kind))
 	f.Line()
 }
 
 func genEnum(f *jen.File, e *spec.Enum) {
-	gn := goName(e.Name)
+	gn := e.GoName
 	if len(e.Doc) > 0 {
-		f.Comment(docText(e.Doc))
+		f.Comment(comment(docText(e.Doc)))
 	}
 	f.Type().Id(gn).Add(scalarGoType(e.Base))
 	f.Line()
 	f.Const().DefsFunc(func(g *jen.Group) {
 		for _, v := range e.Values {
 			if len(v.Doc) > 0 {
-				g.Comment(docText(v.Doc))
+				g.Comment(comment(docText(v.Doc)))
 			}
-			g.Id(gn + goName(v.Name)).Id(gn).Op("=").Lit(int(v.Value))
+			g.Id(v.GoName).Id(gn).Op("=").Lit(int(v.Value))
 		}
 	})
 	f.Line()
@@ -287,7 +292,7 @@ func genEnum(f *jen.File, e *spec.Enum) {
 		jen.Switch(jen.Id("e")).Block(
 			jen.CaseFunc(func(g *jen.Group) {
 				for _, v := range e.Values {
-					g.Id(gn + goName(v.Name))
+					g.Id(v.GoName)
 				}
 			}).Block(jen.Return(jen.True())),
 		),
@@ -297,7 +302,7 @@ func genEnum(f *jen.File, e *spec.Enum) {
 	f.Func().Params(jen.Id("e").Id(gn)).Id("String").Params().String().Block(
 		jen.Switch(jen.Id("e")).BlockFunc(func(g *jen.Group) {
 			for _, v := range e.Values {
-				g.Case(jen.Id(gn + goName(v.Name))).Block(jen.Return(jen.Lit(v.Name)))
+				g.Case(jen.Id(v.GoName)).Block(jen.Return(jen.Lit(v.Name)))
 			}
 		}),
 		jen.Return(jen.Lit(gn+"(").Op("+").Qual("strconv", "FormatUint").Call(jen.Uint64().Call(jen.Id("e")), jen.Lit(10)).Op("+").Lit(")")),
@@ -307,9 +312,9 @@ func genEnum(f *jen.File, e *spec.Enum) {
 
 func genStruct(f *jen.File, s *spec.Struct) {
 	if len(s.Doc) > 0 {
-		f.Comment(docText(s.Doc))
+		f.Comment(comment(docText(s.Doc)))
 	}
-	f.Type().Id(goName(s.Name)).Struct(genFields(s.Fields)...)
+	f.Type().Id(s.GoName).Struct(genFields(s.Fields)...)
 	f.Line()
-	genCodec(f, s.Name, s.Fields)
+	genCodec(f, s.GoName, s.Fields)
 }

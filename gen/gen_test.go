@@ -225,32 +225,6 @@ func TestRoundTrip(t *testing.T) {
 `,
 }
 
-func TestGoNames(t *testing.T) {
-	cases := map[string]string{"call_id": "CallID", "rrefs": "RRefs", "rref": "RRef", "ForkRequest": "ForkRequest",
-		"pending_released": "PendingReleased", "type_name": "TypeName", "ids": "IDs", "x": "X"}
-	for in, want := range cases {
-		if got := goName(in); got != want {
-			t.Errorf("goName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestNameCollisionsAreErrors(t *testing.T) {
-	src := "protocol p;\nversion 1;\nmessage A = 1 { call_id: u8; callID: u8; }\n"
-	p, err := spec.Parse("x.rspec", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Generate(p, "example.com/p"); err == nil || !strings.Contains(err.Error(), "CallID") {
-		t.Fatalf("want a collision error naming CallID, got %v", err)
-	}
-	src = "protocol p;\nversion 1;\nmessage A = 1 { body_size: u8; }\n"
-	p, _ = spec.Parse("x.rspec", []byte(src))
-	if _, err := Generate(p, "example.com/p"); err == nil || !strings.Contains(err.Error(), "shadow") {
-		t.Fatalf("want a shadowing error, got %v", err)
-	}
-}
-
 func TestRRefDiagrams(t *testing.T) {
 	p, err := spec.RRef()
 	if err != nil {

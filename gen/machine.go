@@ -2,7 +2,6 @@ package gen
 
 import (
 	"fmt"
-
 	"github.com/dave/jennifer/jen"
 
 	"github.com/rrefkit/rref/spec"
@@ -15,24 +14,34 @@ const (
 	cellBase    = 2
 )
 
-func stateName(m *spec.Machine, s *spec.State) string { return goName(m.Name) + goName(s.Name) }
-func eventName(m *spec.Machine, e *spec.Event) string { return goName(m.Name) + "On" + goName(e.Name) }
+func stateName(m *spec.Machine, s *spec.State) string { return s.GoName }
+func eventName(m *spec.Machine, e *spec.Event) string { return e.GoName }
+
+// indexType is the smallest unsigned type that numbers n values: uint8 for
+// the machines people write, uint16 past 256 states or events (the
+// validator bounds both: spec.MaxStates, spec.MaxEvents).
+func indexType(n int) *jen.Statement {
+	if n <= 1<<8 {
+		return jen.Uint8()
+	}
+	return jen.Uint16()
+}
 
 func genMachine(f *jen.File, m *spec.Machine) {
-	mn := goName(m.Name)
+	mn := m.GoName
 	st, ev := mn+"State", mn+"Event"
 
 	f.Commentf("%s is a state of machine %s.", st, m.Name)
 	if len(m.Doc) > 0 {
 		f.Comment("")
-		f.Comment(docText(m.Doc))
+		f.Comment(comment(docText(m.Doc)))
 	}
-	f.Type().Id(st).Uint8()
+	f.Type().Id(st).Add(indexType(len(m.States) + cellBase))
 	f.Line()
 	f.Const().DefsFunc(func(g *jen.Group) {
 		for _, s := range m.States {
 			if len(s.Doc) > 0 {
-				g.Comment(docText(s.Doc))
+				g.Comment(comment(docText(s.Doc)))
 			}
 			g.Id(stateName(m, s)).Id(st).Op("=").Lit(s.Index)
 		}
@@ -72,7 +81,7 @@ func genMachine(f *jen.File, m *spec.Machine) {
 	flagFunc("IsHot", "IsHot reports whether s is a hot state: a run must not end there.", func(s *spec.State) bool { return s.Hot })
 
 	f.Commentf("%s is an event of machine %s.", ev, m.Name)
-	f.Type().Id(ev).Uint8()
+	f.Type().Id(ev).Add(indexType(len(m.Events)))
 	f.Line()
 	f.Const().DefsFunc(func(g *jen.Group) {
 		for _, e := range m.Events {
@@ -84,7 +93,7 @@ func genMachine(f *jen.File, m *spec.Machine) {
 				doc += "Payload: " + p + "."
 			}
 			if doc != "" {
-				g.Comment(doc)
+				g.Comment(comment(doc))
 			}
 			g.Id(eventName(m, e)).Id(ev).Op("=").Lit(e.Index)
 		}
@@ -100,9 +109,9 @@ func genMachine(f *jen.File, m *spec.Machine) {
 	)
 	f.Line()
 
-	table := lowerFirst(mn) + "Table"
+	table := m.GoTable
 	f.Commentf("%s is indexed [state][event]: 0 illegal, 1 ignored, k+2 moves to state k.", table)
-	f.Var().Id(table).Op("=").Index(jen.Lit(len(m.States))).Index(jen.Lit(len(m.Events))).Uint8().ValuesFunc(func(g *jen.Group) {
+	f.Var().Id(table).Op("=").Index(jen.Lit(len(m.States))).Index(jen.Lit(len(m.Events))).Add(indexType(len(m.States) + cellBase)).ValuesFunc(func(g *jen.Group) {
 		for _, s := range m.States {
 			row := make([]jen.Code, len(m.Events))
 			for _, e := range m.Events {
@@ -174,7 +183,7 @@ func genInvariants(f *jen.File, p *spec.Protocol) {
 	f.Comment("Machines lists every machine of the protocol in declaration order.")
 	f.Var().Id("Machines").Op("=").Index().Op("*").Add(rt("MachineInfo")).ValuesFunc(func(g *jen.Group) {
 		for _, m := range p.Machines {
-			g.Op("&").Id(goName(m.Name) + "Machine")
+			g.Op("&").Id(m.GoName + "Machine")
 		}
 	})
 	f.Line()
@@ -187,99 +196,7 @@ func genInvariants(f *jen.File, p *spec.Protocol) {
 	})
 	f.Line()
 	for _, inv := range p.Invariants {
-		f.Commentf("Invariant%s names invariant %s: %s", goName(inv.Name), inv.Name, inv.Text)
-		f.Const().Id("Invariant" + goName(inv.Name)).Op("=").Lit(inv.Name)
+		f.Comment(comment(fmt.Sprintf("%s names invariant %s: %s", inv.GoName, inv.Name, inv.Text)))
+		f.Const().Id(inv.GoName).Op("=").Lit(inv.Name)
 	}
-}
-
-// checkNames reports Go name collisions the spec language itself cannot see.
-func checkNames(p *spec.Protocol) error {
-	top := map[string]string{}
-	claim := func(goName, what string) error {
-		if other, dup := top[goName]; dup {
-			return fmt.Errorf("gen: %s and %s both become Go identifier %s", other, what, goName)
-		}
-		top[goName] = what
-		return nil
-	}
-	fixed := []string{"Code", "Codes", "Message", "FrameVersion", "SizeFrame", "AppendFrame", "DecodeHeader", "Decode", "Decoder", "Machines", "Invariants"}
-	for _, n := range fixed {
-		top[n] = "a generated declaration"
-	}
-	for _, n := range p.Named {
-		if err := claim(goName(n.Name), "type "+n.Name); err != nil {
-			return err
-		}
-	}
-	for _, e := range p.Enums {
-		if err := claim(goName(e.Name), "enum "+e.Name); err != nil {
-			return err
-		}
-		for _, v := range e.Values {
-			if err := claim(goName(e.Name)+goName(v.Name), "enum value "+e.Name+"."+v.Name); err != nil {
-				return err
-			}
-		}
-	}
-	checkFields := func(owner string, fields []*spec.Field, isMsg bool) error {
-		seen := map[string]string{}
-		for _, fd := range fields {
-			gn := goName(fd.Name)
-			if other, dup := seen[gn]; dup {
-				return fmt.Errorf("gen: fields %s.%s and %s.%s both become Go field %s", owner, other, owner, fd.Name, gn)
-			}
-			seen[gn] = fd.Name
-			if isMsg && methodNames[gn] {
-				return fmt.Errorf("gen: field %s.%s would shadow the generated method %s", owner, fd.Name, gn)
-			}
-		}
-		return nil
-	}
-	for _, s := range p.Structs {
-		for _, pre := range []string{"", "Size", "Append", "Consume"} {
-			if err := claim(pre+goName(s.Name), "struct "+s.Name); err != nil {
-				return err
-			}
-		}
-		if err := checkFields(s.Name, s.Fields, false); err != nil {
-			return err
-		}
-	}
-	for _, m := range p.Messages {
-		for _, pre := range []string{"", "Size", "Append", "Consume", "Code"} {
-			if err := claim(pre+goName(m.Name), "message "+m.Name); err != nil {
-				return err
-			}
-		}
-		if err := checkFields(m.Name, m.Fields, true); err != nil {
-			return err
-		}
-	}
-	for _, m := range p.Machines {
-		mn := goName(m.Name)
-		for _, suf := range []string{"State", "Event", "Start", "Machine"} {
-			if err := claim(mn+suf, "machine "+m.Name); err != nil {
-				return err
-			}
-		}
-		if err := claim("Step"+mn, "machine "+m.Name); err != nil {
-			return err
-		}
-		for _, s := range m.States {
-			if err := claim(stateName(m, s), "state "+m.Name+"."+s.Name); err != nil {
-				return err
-			}
-		}
-		for _, e := range m.Events {
-			if err := claim(eventName(m, e), "event "+m.Name+"."+e.Name); err != nil {
-				return err
-			}
-		}
-	}
-	for _, inv := range p.Invariants {
-		if err := claim("Invariant"+goName(inv.Name), "invariant "+inv.Name); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -6,23 +6,20 @@ import (
 	"github.com/rrefkit/rref/spec"
 )
 
-// methodNames are the methods every generated message has; a field may not shadow them.
-var methodNames = map[string]bool{"MessageCode": true, "AppendBody": true, "BodySize": true}
-
 func genMessageInterface(f *jen.File, p *spec.Protocol) {
 	f.Comment("Code identifies a message type on the wire.")
 	f.Type().Id("Code").Uint16()
 	f.Line()
 	f.Const().DefsFunc(func(g *jen.Group) {
 		for _, m := range p.Messages {
-			g.Id("Code" + goName(m.Name)).Id("Code").Op("=").Lit(int(m.Code))
+			g.Id("Code" + m.GoName).Id("Code").Op("=").Lit(int(m.Code))
 		}
 	})
 	f.Line()
 	f.Func().Params(jen.Id("c").Id("Code")).Id("String").Params().String().Block(
 		jen.Switch(jen.Id("c")).BlockFunc(func(g *jen.Group) {
 			for _, m := range p.Messages {
-				g.Case(jen.Id("Code" + goName(m.Name))).Block(jen.Return(jen.Lit(m.Name)))
+				g.Case(jen.Id("Code" + m.GoName)).Block(jen.Return(jen.Lit(m.Name)))
 			}
 		}),
 		jen.Return(jen.Lit("Code(").Op("+").Qual("strconv", "Itoa").Call(jen.Int().Call(jen.Id("c"))).Op("+").Lit(")")),
@@ -31,7 +28,7 @@ func genMessageInterface(f *jen.File, p *spec.Protocol) {
 	f.Comment("Codes lists every message code in declaration order.")
 	f.Var().Id("Codes").Op("=").Index().Id("Code").ValuesFunc(func(g *jen.Group) {
 		for _, m := range p.Messages {
-			g.Id("Code" + goName(m.Name))
+			g.Id("Code" + m.GoName)
 		}
 	})
 	f.Line()
@@ -47,9 +44,9 @@ func genMessageInterface(f *jen.File, p *spec.Protocol) {
 }
 
 func genMessage(f *jen.File, m *spec.Message) {
-	gn := goName(m.Name)
+	gn := m.GoName
 	if len(m.Doc) > 0 {
-		f.Comment(docText(m.Doc))
+		f.Comment(comment(docText(m.Doc)))
 	}
 	f.Type().Id(gn).Struct(genFields(m.Fields)...)
 	f.Line()
@@ -59,7 +56,7 @@ func genMessage(f *jen.File, m *spec.Message) {
 		jen.Return(jen.Id("Append"+gn).Call(jen.Id("b"), jen.Id("m"))))
 	f.Func().Params(recv.Clone()).Id("BodySize").Params().Int().Block(jen.Return(jen.Id("Size" + gn).Call(jen.Id("m"))))
 	f.Line()
-	genCodec(f, m.Name, m.Fields)
+	genCodec(f, m.GoName, m.Fields)
 }
 
 // genFrame writes the frame layer: a version byte, the code as a uvarint, the body.
@@ -105,11 +102,11 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 	f.Comment("For a decode with no allocation, use a Decoder.")
 	f.Func().Id("Decode").Params(jen.Id("b").Index().Byte(), jen.Id("lim").Op("*").Add(rt("Limits"))).Params(jen.Id("Message"), jen.Error()).Block(
 		jen.If(jen.Id("lim").Op("==").Nil()).Block(jen.Id("lim").Op("=").Op("&").Add(rt("DefaultLimits"))),
-		jen.List(jen.Id("code"), jen.Id("body"), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
+		jen.List(jen.Id("code"), bodyVar(p), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Switch(jen.Id("code")).BlockFunc(func(g *jen.Group) {
 			for _, m := range p.Messages {
-				gn := goName(m.Name)
+				gn := m.GoName
 				g.Case(jen.Id("Code"+gn)).Block(
 					jen.List(jen.Id("v"), jen.Id("n"), jen.Err()).Op(":=").Id("Consume"+gn).Call(jen.Id("body"), jen.Id("lim")),
 					jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
@@ -129,7 +126,7 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 		g.Comment("Limits bound what is accepted; the zero value means DefaultLimits.")
 		g.Id("Limits").Add(rt("Limits"))
 		for _, m := range p.Messages {
-			g.Id(lowerFirst(goName(m.Name)) + "Msg").Id(goName(m.Name))
+			g.Id(m.GoSlot).Id(m.GoName)
 		}
 	})
 	f.Line()
@@ -137,12 +134,12 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 	f.Func().Params(jen.Id("d").Op("*").Id("Decoder")).Id("Decode").Params(jen.Id("b").Index().Byte()).Params(jen.Id("Message"), jen.Error()).Block(
 		jen.Id("lim").Op(":=").Op("&").Id("d").Dot("Limits"),
 		jen.If(jen.Op("*").Id("lim").Op("==").Parens(rt("Limits").Values())).Block(jen.Id("lim").Op("=").Op("&").Add(rt("DefaultLimits"))),
-		jen.List(jen.Id("code"), jen.Id("body"), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
+		jen.List(jen.Id("code"), bodyVar(p), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Switch(jen.Id("code")).BlockFunc(func(g *jen.Group) {
 			for _, m := range p.Messages {
-				gn := goName(m.Name)
-				slot := jen.Id("d").Dot(lowerFirst(gn) + "Msg")
+				gn := m.GoName
+				slot := jen.Id("d").Dot(m.GoSlot)
 				g.Case(jen.Id("Code"+gn)).Block(
 					jen.Var().Id("n").Int(),
 					jen.List(slot.Clone(), jen.Id("n"), jen.Err()).Op("=").Id("Consume"+gn).Call(jen.Id("body"), jen.Id("lim")),
@@ -155,4 +152,13 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 		unknown,
 	)
 	f.Line()
+}
+
+// bodyVar names the frame body Decode reads: blank in a protocol with no
+// messages, where no case reads it.
+func bodyVar(p *spec.Protocol) *jen.Statement {
+	if len(p.Messages) == 0 {
+		return jen.Id("_")
+	}
+	return jen.Id("body")
 }

@@ -118,6 +118,11 @@ func (l *lexer) next() (token, error) {
 				}
 			}
 			line := rest[:end]
+			if i, what := badText(line); i >= 0 {
+				at := p
+				at.Col += utf8.RuneCountInString(line[:i])
+				return token{}, errorf(at, "%s in a comment", what)
+			}
 			l.advance(end)
 			if len(line) >= 3 && line[2] == '/' && (len(line) == 3 || line[3] != '/') {
 				text := line[3:]
@@ -186,6 +191,8 @@ func (l *lexer) lexString() (token, error) {
 			return token{}, errorf(p, "unterminated string")
 		case r == utf8.RuneError && n == 1:
 			return token{}, errorf(l.pos(), "invalid UTF-8 byte in string")
+		case isControl(r):
+			return token{}, errorf(l.pos(), "control character %U in string (write \\n or \\t)", r)
 		case r == '"':
 			l.advance(1)
 			return token{kind: tokString, text: string(out), pos: p}, nil
@@ -209,6 +216,26 @@ func (l *lexer) lexString() (token, error) {
 			l.advance(n)
 		}
 	}
+}
+
+// isControl reports a character that must not appear raw in a spec's text:
+// a comment or string is copied into generated Go and documents.
+func isControl(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) }
+
+// badText finds the first invalid UTF-8 byte or control character in s
+// (the byte offset and what it is), or -1.
+func badText(s string) (int, string) {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return i, "invalid UTF-8 byte"
+			}
+		case isControl(r) && r != '\r':
+			return i, fmt.Sprintf("control character %U", r)
+		}
+	}
+	return -1, ""
 }
 
 func trimRight(s string) string {

@@ -98,7 +98,7 @@ func (t *Type) AllocFree() bool {
 // Protocol is a resolved, validated spec: the generator's input.
 type Protocol struct {
 	Path       string // the source path as given, recorded in generated headers
-	Name       string
+	Name       string // also the Go package's name
 	Version    int
 	Doc        []string
 	Named      []*Named
@@ -110,35 +110,42 @@ type Protocol struct {
 }
 
 type Named struct {
-	Doc  []string
-	Name string
-	Type *Type // always a scalar
-	Pos  Pos
+	Doc    []string
+	Name   string
+	GoName string
+	Type   *Type // always a scalar
+	Pos    Pos
 }
 
 type EnumValue struct {
-	Doc   []string
-	Name  string
-	Value uint64
+	Doc    []string
+	Name   string
+	GoName string // the constant: the enum's Go name, then the value's
+	Value  uint64
+	Pos    Pos
 }
 
 type Enum struct {
 	Doc    []string
 	Name   string
+	GoName string
 	Base   Kind // an unsigned kind
 	Values []*EnumValue
 	Pos    Pos
 }
 
 type Field struct {
-	Doc  []string
-	Name string
-	Type *Type
+	Doc    []string
+	Name   string
+	GoName string
+	Type   *Type
+	Pos    Pos
 }
 
 type Struct struct {
 	Doc    []string
 	Name   string
+	GoName string
 	Fields []*Field
 	Pos    Pos
 }
@@ -146,6 +153,8 @@ type Struct struct {
 type Message struct {
 	Doc    []string
 	Name   string
+	GoName string
+	GoSlot string // the Decoder's unexported field that holds one
 	Code   uint64
 	Fields []*Field
 	Pos    Pos
@@ -162,18 +171,22 @@ func (m *Message) Control() bool {
 }
 
 type State struct {
-	Doc   []string
-	Name  string
-	Index int
-	Start bool
-	Final bool
-	Hot   bool
+	Doc    []string
+	Name   string
+	GoName string // the constant: the machine's Go name, then the state's
+	Index  int
+	Start  bool
+	Final  bool
+	Hot    bool
+	Pos    Pos
 }
 
 type Event struct {
 	Doc     []string
 	Name    string
+	GoName  string // the constant: the machine's Go name, "On", then the event's
 	Index   int
+	Pos     Pos
 	Payload *Type    // a typed payload, or nil
 	Message *Message // the message this event delivers, or nil for a local action
 }
@@ -197,9 +210,19 @@ type Transition struct {
 	To    *State // nil when the event is ignored in From
 }
 
+// MaxStates and MaxEvents bound one machine: its transition table numbers
+// states and events in 16 bits, with two cell values kept for "illegal"
+// and "ignored".
+const (
+	MaxStates = 1<<16 - 2
+	MaxEvents = 1 << 16
+)
+
 type Machine struct {
 	Doc         []string
 	Name        string
+	GoName      string
+	GoTable     string // the unexported transition table
 	States      []*State
 	Events      []*Event
 	Start       *State
@@ -218,7 +241,9 @@ func (m *Machine) Lookup(s *State, e *Event) *Transition {
 }
 
 type Invariant struct {
-	Doc  []string
-	Name string
-	Text string
+	Doc    []string
+	Name   string
+	GoName string // the constant: "Invariant", then the invariant's Go name
+	Text   string
+	Pos    Pos
 }

@@ -8,13 +8,21 @@ import (
 
 // Parse parses and validates a spec. file is used in error positions and recorded
 // in the model. The error, if any, is an ErrorList with every problem found.
-func Parse(file string, src []byte) (*Protocol, error) {
+func Parse(file string, src []byte) (*Protocol, error) { return ParseWith(file, src, Options{}) }
+
+// ParseWith is Parse with options.
+func ParseWith(file string, src []byte, opt Options) (*Protocol, error) {
 	ast, err := parse(file, string(src))
 	if err != nil {
 		return nil, ErrorList{err.(*Error)}
 	}
 	r := &resolver{file: file, p: &Protocol{Path: file}}
 	r.resolve(ast)
+	protocolPos := Pos{File: file, Line: 1, Col: 1}
+	if ast.protocol != nil {
+		protocolPos = ast.protocol.pos
+	}
+	r.goNames(protocolPos, opt)
 	if len(r.errs) > 0 {
 		return nil, r.errs.sorted()
 	}
@@ -205,7 +213,7 @@ func (r *resolver) resolve(f *astFile) {
 				continue
 			}
 			seenVal[val] = v.name.name
-			e.Values = append(e.Values, &EnumValue{Doc: v.doc, Name: v.name.name, Value: val})
+			e.Values = append(e.Values, &EnumValue{Doc: v.doc, Name: v.name.name, Value: val, Pos: v.name.pos})
 		}
 		if len(d.values) == 0 {
 			r.errorf(d.name.pos, "enum %q has no values", d.name.name)
@@ -269,7 +277,7 @@ func (r *resolver) resolve(f *astFile) {
 		if strings.TrimSpace(d.text) == "" {
 			r.errorf(d.name.pos, "invariant %q has an empty description", d.name.name)
 		}
-		p.Invariants = append(p.Invariants, &Invariant{Doc: d.doc, Name: d.name.name, Text: d.text})
+		p.Invariants = append(p.Invariants, &Invariant{Doc: d.doc, Name: d.name.name, Text: d.text, Pos: d.name.pos})
 	}
 }
 
@@ -286,7 +294,7 @@ func (r *resolver) fields(ast []*astField) []*Field {
 		if t == nil {
 			continue
 		}
-		out = append(out, &Field{Doc: fd.doc, Name: fd.name.name, Type: t})
+		out = append(out, &Field{Doc: fd.doc, Name: fd.name.name, Type: t, Pos: fd.name.pos})
 	}
 	return out
 }
@@ -370,7 +378,7 @@ func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 			r.errorf(s.name.pos, "duplicate state %q in machine %s (first declared at %s)", s.name.name, m.Name, first)
 			continue
 		}
-		st := &State{Doc: s.doc, Name: s.name.name, Index: len(m.States), Start: s.start, Final: s.final, Hot: s.hot}
+		st := &State{Doc: s.doc, Name: s.name.name, Index: len(m.States), Start: s.start, Final: s.final, Hot: s.hot, Pos: s.name.pos}
 		if st.Final && st.Hot {
 			r.errorf(s.name.pos, "state %q of machine %s is both final and hot: a run may end in a final state, never in a hot one", st.Name, m.Name)
 		}
@@ -387,6 +395,10 @@ func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 	}
 	if len(m.States) == 0 {
 		r.errorf(d.name.pos, "machine %s declares no states", m.Name)
+		return nil
+	}
+	if len(m.States) > MaxStates || len(d.events) > MaxEvents {
+		r.errorf(d.name.pos, "machine %s has %d states and %d events: at most %d states and %d events", m.Name, len(m.States), len(d.events), MaxStates, MaxEvents)
 		return nil
 	}
 	if m.Start == nil {
@@ -407,7 +419,7 @@ func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 			r.errorf(e.name.pos, "duplicate event %q in machine %s (first declared at %s)", e.name.name, m.Name, first)
 			continue
 		}
-		ev := &Event{Doc: e.doc, Name: e.name.name, Index: len(m.Events)}
+		ev := &Event{Doc: e.doc, Name: e.name.name, Index: len(m.Events), Pos: e.name.pos}
 		if e.payload != nil {
 			if msg := r.msgs[e.payload.name]; msg != nil && !e.payload.list {
 				ev.Message = msg

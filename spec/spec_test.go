@@ -201,3 +201,57 @@ func TestReadmeExample(t *testing.T) {
 		t.Fatalf("example resolved to %d machines, %d messages", len(p.Machines), len(p.Messages))
 	}
 }
+
+func TestGoNames(t *testing.T) {
+	cases := map[string]string{"call_id": "CallID", "rrefs": "RRefs", "rref": "RRef", "ForkRequest": "ForkRequest",
+		"pending_released": "PendingReleased", "type_name": "TypeName", "ids": "IDs", "x": "X", "vm_id": "VMID"}
+	init := Options{Initialisms: []string{"vm"}}.initialisms()
+	for in, want := range cases {
+		if got := GoName(in, init); got != want {
+			t.Errorf("GoName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := GoName("vm_id", DefaultInitialisms); got != "VmID" {
+		t.Errorf("without the vm initialism: %q", got)
+	}
+	for in, want := range map[string]string{"RRefID": "rrefID", "IDs": "ids", "Fork": "fork"} {
+		if got := LowerFirst(in, DefaultInitialisms); got != want {
+			t.Errorf("LowerFirst(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestInitialismsOption: a spec resolved with an extra initialism names its
+// Go declarations with it.
+func TestInitialismsOption(t *testing.T) {
+	src := []byte("protocol p;\nversion 1;\nmessage vm_info = 1 { vm_id: u32; }\n")
+	p, err := ParseWith("x.rspec", src, Options{Initialisms: []string{"vm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := p.Messages[0]; m.GoName != "VMInfo" || m.Fields[0].GoName != "VMID" {
+		t.Fatalf("%s %s", m.GoName, m.Fields[0].GoName)
+	}
+}
+
+// TestBadTextIsRefused: text that would be copied into generated Go (doc
+// comments, invariant descriptions) must be valid UTF-8 without control
+// characters, and the error points at the bad byte.
+func TestBadTextIsRefused(t *testing.T) {
+	cases := map[string]string{
+		"protocol p;\nversion 1;\n/// ok \x00 no\nmessage A = 1 { }\n":        "x.rspec:3:8: control character U+0000 in a comment",
+		"protocol p;\nversion 1;\n/// bad \xff\nmessage A = 1 { }\n":          "x.rspec:3:9: invalid UTF-8 byte in a comment",
+		"protocol p;\nversion 1;\ninvariant I \"a\x01b\";\n":                  "x.rspec:3:15: control character U+0001 in string",
+		"protocol p;\nversion 1;\n// plain \x1b comment\nmessage A = 1 { }\n": "x.rspec:3:10: control character U+001B in a comment",
+	}
+	for src, want := range cases {
+		_, err := Parse("x.rspec", []byte(src))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: got %v, want %s", src, err, want)
+		}
+	}
+	// A tab, a CRLF line end and non-ASCII text are fine.
+	if _, err := Parse("x.rspec", []byte("protocol p;\r\nversion 1;\r\n/// größer\tals\r\nmessage A = 1 { }\r\ninvariant I \"ü\\n\";\n")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -10,10 +10,8 @@ import (
 
 // ForkState is a state of machine Fork.
 //
-/*
-Fork is the owner's view of one UserRRef: unknown -> known -> deleted. The owner frees a
-value only when no fork is known and no local handle remains.
-*/
+// Fork is the owner's view of one UserRRef: unknown -> known -> deleted. The owner frees a
+// value only when no fork is known and no local handle remains.
 type ForkState uint8
 
 const (
@@ -62,20 +60,14 @@ func (s ForkState) IsHot() bool {
 type ForkEvent uint8
 
 const (
-	/*
-	   The owner registers the fork itself: the creator's fork in a RemoteCall, or a fork the
-	   owner makes when it passes or returns its own RRef.
-	*/
+	// The owner registers the fork itself: the creator's fork in a RemoteCall, or a fork the
+	// owner makes when it passes or returns its own RRef.
 	ForkOnCreate ForkEvent = 0
-	/*
-	   A user that received the RRef from another user asks for confirmation.
-	   Payload: ForkRequest.
-	*/
+	// A user that received the RRef from another user asks for confirmation.
+	// Payload: ForkRequest.
 	ForkOnRequest ForkEvent = 1
-	/*
-	   The fork's holder released it (G1).
-	   Payload: UserDelete.
-	*/
+	// The fork's holder released it (G1).
+	// Payload: UserDelete.
 	ForkOnDelete ForkEvent = 2
 	// The worker holding the fork died: its reference is reclaimed.
 	ForkOnHolderFailed ForkEvent = 3
@@ -283,10 +275,8 @@ func (s OwnerState) IsHot() bool {
 type OwnerEvent uint8
 
 const (
-	/*
-	   The creating RemoteCall arrived, or a remote to self ran.
-	   Payload: RemoteCall.
-	*/
+	// The creating RemoteCall arrived, or a remote to self ran.
+	// Payload: RemoteCall.
 	OwnerOnCreate OwnerEvent = 0
 	// A local RRef created with its value (RRef(v)).
 	OwnerOnLocal OwnerEvent = 1
@@ -815,10 +805,8 @@ var UserMachine = genrt.MachineInfo{
 
 // ChildPinState is a state of machine ChildPin.
 //
-/*
-ChildPin is the parent's view of a child it forked. The parent may not send its own delete
-while any child pin is pending (G2).
-*/
+// ChildPin is the parent's view of a child it forked. The parent may not send its own delete
+// while any child pin is pending (G2).
 type ChildPinState uint8
 
 const (

@@ -267,10 +267,8 @@ func ConsumeCallRet(b []byte, lim *genrt.Limits) (v CallRet, n int, err error) {
 	return v, off, nil
 }
 
-/*
-RemoteCall asks the owner to create an OwnerRRef from a function's result (remote()). The
-creator's UserRRef is the fork it carries; the owner knows that fork from this message on.
-*/
+// RemoteCall asks the owner to create an OwnerRRef from a function's result (remote()). The
+// creator's UserRRef is the fork it carries; the owner knows that fork from this message on.
 type RemoteCall struct {
 	RRef     RRefID
 	Fork     ForkID
@@ -375,10 +373,8 @@ func ConsumeRemoteCall(b []byte, lim *genrt.Limits) (v RemoteCall, n int, err er
 	return v, off, nil
 }
 
-/*
-RemoteRet is the owner's ACK of the creator's fork: only after it may the creator's delete
-leave (G2 for the creator).
-*/
+// RemoteRet is the owner's ACK of the creator's fork: only after it may the creator's delete
+// leave (G2 for the creator).
 type RemoteRet struct {
 	RRef RRefID
 	Fork ForkID
@@ -432,10 +428,8 @@ func ConsumeRemoteRet(b []byte, lim *genrt.Limits) (v RemoteRet, n int, err erro
 	return v, off, nil
 }
 
-/*
-FetchCall asks the owner for the value (to_here). A fetch that arrives before the value
-exists waits for it.
-*/
+// FetchCall asks the owner for the value (to_here). A fetch that arrives before the value
+// exists waits for it.
 type FetchCall struct {
 	FetchID uint64
 	RRef    RRefID
@@ -654,11 +648,9 @@ func ConsumeForkRequest(b []byte, lim *genrt.Limits) (v ForkRequest, n int, err 
 	return v, off, nil
 }
 
-/*
-ForkAck confirms a fork, or refuses it: the value was freed or never created, the fork id is
-held by another worker, or the owner holds too many records from the sender for values not yet
-created.
-*/
+// ForkAck confirms a fork, or refuses it: the value was freed or never created, the fork id is
+// held by another worker, or the owner holds too many records from the sender for values not yet
+// created.
 type ForkAck struct {
 	RRef    RRefID
 	Fork    ForkID
@@ -723,10 +715,8 @@ func ConsumeForkAck(b []byte, lim *genrt.Limits) (v ForkAck, n int, err error) {
 	return v, off, nil
 }
 
-/*
-ChildAccept tells the parent that the owner has answered its child's fork: the parent's
-pin on the child is dropped (G2). Sent only after the owner's answer.
-*/
+// ChildAccept tells the parent that the owner has answered its child's fork: the parent's
+// pin on the child is dropped (G2). Sent only after the owner's answer.
 type ChildAccept struct {
 	RRef    RRefID
 	Child   ForkID
@@ -791,10 +781,8 @@ func ConsumeChildAccept(b []byte, lim *genrt.Limits) (v ChildAccept, n int, err 
 	return v, off, nil
 }
 
-/*
-UserDelete tells the owner that a UserRRef is gone (G1). Sent exactly once per released
-fork, and never while the fork has a child the owner has not answered.
-*/
+// UserDelete tells the owner that a UserRRef is gone (G1). Sent exactly once per released
+// fork, and never while the fork has a child the owner has not answered.
 type UserDelete struct {
 	RRef RRefID
 	Fork ForkID

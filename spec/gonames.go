@@ -1,0 +1,238 @@
+package spec
+
+import (
+	gotoken "go/token"
+	"strings"
+	"unicode"
+)
+
+// DefaultInitialisms are spelled in capitals in Go names, as golint asks:
+// a spec name part "id" becomes "ID", "rref" becomes "RRef".
+var DefaultInitialisms = map[string]string{
+	"id": "ID", "rref": "RRef", "rpc": "RPC", "url": "URL", "http": "HTTP", "json": "JSON",
+	"tcp": "TCP", "ip": "IP", "api": "API", "shm": "SHM", "io": "IO",
+}
+
+// Options adjust how a spec is resolved.
+type Options struct {
+	// Initialisms are added to DefaultInitialisms: each word is spelled in
+	// capitals wherever it is a part of a name ("vmid" makes vm_id VMID).
+	Initialisms []string
+}
+
+func (o Options) initialisms() map[string]string {
+	out := make(map[string]string, len(DefaultInitialisms)+len(o.Initialisms))
+	for k, v := range DefaultInitialisms {
+		out[k] = v
+	}
+	for _, w := range o.Initialisms {
+		if w = strings.TrimSpace(w); w != "" {
+			out[strings.ToLower(w)] = strings.ToUpper(w)
+		}
+	}
+	return out
+}
+
+// GoName turns a spec name (snake_case, or already CamelCase) into an
+// exported Go name, spelling initialisms in capitals. It may return a name
+// that is not a Go identifier ("_" gives ""): the resolver refuses those.
+func GoName(s string, initialisms map[string]string) string {
+	if s == "" {
+		return s
+	}
+	if !strings.Contains(s, "_") && unicode.IsUpper(rune(s[0])) {
+		return s
+	}
+	var b strings.Builder
+	for _, part := range strings.Split(s, "_") {
+		if part == "" {
+			continue
+		}
+		if v, ok := initialisms[part]; ok {
+			b.WriteString(v)
+			continue
+		}
+		if v, ok := initialisms[strings.TrimSuffix(part, "s")]; ok && strings.HasSuffix(part, "s") {
+			b.WriteString(v + "s") // rrefs -> RRefs, ids -> IDs
+			continue
+		}
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	return b.String()
+}
+
+// LowerFirst makes an unexported Go name from an exported one, keeping a
+// leading initialism readable (RRefID -> rrefID).
+func LowerFirst(s string, initialisms map[string]string) string {
+	if s == "" {
+		return s
+	}
+	// The longest initialism that starts s, so that the result does not
+	// depend on the map's order.
+	best := ""
+	for _, v := range initialisms {
+		if strings.HasPrefix(s, v) && v != s && len(v) > len(best) {
+			best = v
+		}
+	}
+	if best != "" {
+		return strings.ToLower(best) + s[len(best):]
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// FixedGoNames are the package-level identifiers rrefgen writes for every
+// spec; no declaration may take one.
+var FixedGoNames = []string{"Code", "Codes", "Message", "FrameVersion", "SizeFrame", "AppendFrame",
+	"DecodeHeader", "Decode", "Decoder", "Machines", "Invariants"}
+
+// messageMethods are the methods every generated message type has: a field
+// of the same Go name would not compile.
+var messageMethods = map[string]bool{"MessageCode": true, "AppendBody": true, "BodySize": true}
+
+// goNames computes every Go name of the resolved protocol once, and refuses
+// a spec whose names would not make a compiling package: a name with no Go
+// spelling, two declarations that become one identifier, a field that
+// shadows a generated method, a package name Go reserves.
+func (r *resolver) goNames(protocolPos Pos, opt Options) {
+	p := r.p
+	init := opt.initialisms()
+	if p.Name != "" && (!gotoken.IsIdentifier(p.Name) || gotoken.IsKeyword(p.Name)) {
+		r.errorf(protocolPos, "protocol name %q is not a Go package name (it is a keyword or not an identifier)", p.Name)
+	}
+	if p.Name == "main" {
+		r.errorf(protocolPos, "protocol name \"main\" would make a package no one can import")
+	}
+	top := map[string]claim{}
+	for _, n := range FixedGoNames {
+		top[n] = claim{what: "a declaration rrefgen writes in every package"}
+	}
+	// name computes a declaration's Go name and reports one that is not
+	// an exported identifier.
+	name := func(s string, pos Pos, what string) (string, bool) {
+		gn := GoName(s, init)
+		if !gotoken.IsIdentifier(gn) || !gotoken.IsExported(gn) {
+			r.errorf(pos, "%s %q has no Go name (%q is not an exported Go identifier): start it with a letter", what, s, gn)
+			return gn, false
+		}
+		return gn, true
+	}
+	take := func(gn string, pos Pos, what string) {
+		if first, dup := top[gn]; dup {
+			if first.pos.Line > 0 {
+				r.errorf(pos, "%s becomes Go identifier %s, as %s does (at %s)", what, gn, first.what, first.pos)
+			} else {
+				r.errorf(pos, "%s becomes Go identifier %s, which is %s", what, gn, first.what)
+			}
+			return
+		}
+		top[gn] = claim{what: what, pos: pos}
+	}
+	fields := func(owner string, fs []*Field, isMessage bool) {
+		seen := map[string]*Field{}
+		for _, f := range fs {
+			gn, ok := name(f.Name, f.Pos, "field")
+			f.GoName = gn
+			if !ok {
+				continue
+			}
+			if first, dup := seen[gn]; dup {
+				r.errorf(f.Pos, "fields %s.%s and %s.%s both become Go field %s (%s)", owner, first.Name, owner, f.Name, gn, first.Pos)
+				continue
+			}
+			seen[gn] = f
+			if isMessage && messageMethods[gn] {
+				r.errorf(f.Pos, "field %s.%s becomes Go field %s, the name of a method every message has", owner, f.Name, gn)
+			}
+		}
+	}
+
+	for _, n := range p.Named {
+		if gn, ok := name(n.Name, n.Pos, "type"); ok {
+			n.GoName = gn
+			take(gn, n.Pos, "type "+n.Name)
+		}
+	}
+	for _, e := range p.Enums {
+		gn, ok := name(e.Name, e.Pos, "enum")
+		e.GoName = gn
+		if ok {
+			take(gn, e.Pos, "enum "+e.Name)
+		}
+		for _, v := range e.Values {
+			if vn, vok := name(v.Name, v.Pos, "enum value"); vok && ok {
+				v.GoName = gn + vn
+				take(v.GoName, v.Pos, "enum value "+e.Name+"."+v.Name)
+			}
+		}
+	}
+	for _, s := range p.Structs {
+		gn, ok := name(s.Name, s.Pos, "struct")
+		s.GoName = gn
+		if ok {
+			for _, pre := range []string{"", "Size", "Append", "Consume"} {
+				take(pre+gn, s.Pos, "struct "+s.Name)
+			}
+		}
+		fields(s.Name, s.Fields, false)
+	}
+	decoderFields := map[string]string{"Limits": "the decoder's limits"}
+	for _, m := range p.Messages {
+		gn, ok := name(m.Name, m.Pos, "message")
+		m.GoName = gn
+		if ok {
+			for _, pre := range []string{"", "Size", "Append", "Consume", "Code"} {
+				take(pre+gn, m.Pos, "message "+m.Name)
+			}
+			slot := LowerFirst(gn, init) + "Msg"
+			m.GoSlot = slot
+			if other, dup := decoderFields[slot]; dup {
+				r.errorf(m.Pos, "message %s and %s share the decoder's slot %s", m.Name, other, slot)
+			}
+			decoderFields[slot] = "message " + m.Name
+		}
+		fields(m.Name, m.Fields, true)
+	}
+	tables := map[string]string{}
+	for _, m := range p.Machines {
+		mn, ok := name(m.Name, m.Pos, "machine")
+		m.GoName = mn
+		if !ok {
+			continue
+		}
+		for _, suf := range []string{"State", "Event", "Start", "Machine"} {
+			take(mn+suf, m.Pos, "machine "+m.Name)
+		}
+		take("Step"+mn, m.Pos, "machine "+m.Name)
+		table := LowerFirst(mn, init) + "Table"
+		m.GoTable = table
+		if other, dup := tables[table]; dup {
+			r.errorf(m.Pos, "machines %s and %s share the table %s", other, m.Name, table)
+		}
+		tables[table] = m.Name
+		for _, s := range m.States {
+			if sn, ok := name(s.Name, s.Pos, "state"); ok {
+				s.GoName = mn + sn
+				take(s.GoName, s.Pos, "state "+m.Name+"."+s.Name)
+			}
+		}
+		for _, e := range m.Events {
+			if en, ok := name(e.Name, e.Pos, "event"); ok {
+				e.GoName = mn + "On" + en
+				take(e.GoName, e.Pos, "event "+m.Name+"."+e.Name)
+			}
+		}
+	}
+	for _, inv := range p.Invariants {
+		if in, ok := name(inv.Name, inv.Pos, "invariant"); ok {
+			inv.GoName = "Invariant" + in
+			take(inv.GoName, inv.Pos, "invariant "+inv.Name)
+		}
+	}
+}
+
+// claim is who took a Go identifier first.
+type claim struct {
+	what string
+	pos  Pos
+}
