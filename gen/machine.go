@@ -18,13 +18,16 @@ func stateName(m *spec.Machine, s *spec.State) string { return s.GoName }
 func eventName(m *spec.Machine, e *spec.Event) string { return e.GoName }
 
 // indexType is the smallest unsigned type that numbers n values: uint8 for
-// the machines people write, uint16 past 256 states or events (the
+// the machines people write, wider past 256 states or events (the
 // validator bounds both: spec.MaxStates, spec.MaxEvents).
 func indexType(n int) *jen.Statement {
-	if n <= 1<<8 {
+	switch {
+	case n <= 1<<8:
 		return jen.Uint8()
+	case n <= 1<<16:
+		return jen.Uint16()
 	}
-	return jen.Uint16()
+	return jen.Uint32()
 }
 
 func genMachine(f *jen.File, m *spec.Machine) {

@@ -41,10 +41,18 @@ func errorf(p Pos, format string, args ...any) *Error {
 // ErrorList is every problem found in one spec, sorted by position.
 type ErrorList []*Error
 
+// MaxErrorLines is how many problems an ErrorList's text lists before it
+// says how many more there are: the first ones are what a reader fixes.
+const MaxErrorLines = 20
+
 func (l ErrorList) Error() string {
-	parts := make([]string, len(l))
-	for i, e := range l {
-		parts[i] = e.Error()
+	n := min(len(l), MaxErrorLines)
+	parts := make([]string, n, n+1)
+	for i := range n {
+		parts[i] = l[i].Error()
+	}
+	if len(l) > n {
+		parts = append(parts, fmt.Sprintf("(and %d more errors)", len(l)-n))
 	}
 	return strings.Join(parts, "\n")
 }

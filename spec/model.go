@@ -210,11 +210,11 @@ type Transition struct {
 	To    *State // nil when the event is ignored in From
 }
 
-// MaxStates and MaxEvents bound one machine: its transition table numbers
-// states and events in 16 bits, with two cell values kept for "illegal"
-// and "ignored".
+// MaxStates and MaxEvents bound one machine, far above any hand-written
+// one: a generated transition table has a cell per state and event, and
+// numbers them in 8, 16 or 32 bits as the machine needs.
 const (
-	MaxStates = 1<<16 - 2
+	MaxStates = 1 << 20
 	MaxEvents = 1 << 16
 )
 
@@ -228,16 +228,23 @@ type Machine struct {
 	Start       *State
 	Transitions []*Transition // in declaration order, ignores after moves
 	Pos         Pos
+	index       map[[2]int]*Transition // Lookup's, made on first use
 }
 
 // Lookup returns the transition for (s, e), or nil when the pair is illegal.
+// The first call indexes the transitions: a table of S states and E events
+// is filled in S*E lookups.
 func (m *Machine) Lookup(s *State, e *Event) *Transition {
-	for _, t := range m.Transitions {
-		if t.From == s && t.Event == e {
-			return t
+	if m.index == nil {
+		m.index = make(map[[2]int]*Transition, len(m.Transitions))
+		for _, t := range m.Transitions {
+			k := [2]int{t.From.Index, t.Event.Index}
+			if m.index[k] == nil {
+				m.index[k] = t
+			}
 		}
 	}
-	return nil
+	return m.index[[2]int{s.Index, e.Index}]
 }
 
 type Invariant struct {

@@ -5,8 +5,8 @@ import "strings"
 // maxNesting bounds type nesting ([][][]T...) so hostile input cannot blow the stack.
 const maxNesting = 16
 
-// maxSpecSize bounds the input size accepted by Parse.
-const maxSpecSize = 4 << 20
+// MaxSpecSize bounds the input accepted by Parse and read by ReadFile.
+const MaxSpecSize = 4 << 20
 
 type parser struct {
 	lex *lexer
@@ -16,8 +16,8 @@ type parser struct {
 
 // parse turns source text into a syntax tree; the first syntax error stops it.
 func parse(file, src string) (*astFile, error) {
-	if len(src) > maxSpecSize {
-		return nil, errorf(Pos{File: file, Line: 1, Col: 1}, "spec is %d bytes, larger than the %d-byte limit", len(src), maxSpecSize)
+	if len(src) > MaxSpecSize {
+		return nil, errorf(Pos{File: file, Line: 1, Col: 1}, "spec is %d bytes, larger than the %d-byte limit", len(src), MaxSpecSize)
 	}
 	p := &parser{lex: newLexer(file, src)}
 	if err := p.advance(); err != nil {

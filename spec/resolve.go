@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -31,11 +32,29 @@ func ParseWith(file string, src []byte, opt Options) (*Protocol, error) {
 
 // ParseFile reads and parses a spec file.
 func ParseFile(path string) (*Protocol, error) {
-	src, err := os.ReadFile(path)
+	src, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(path, src)
+}
+
+// ReadFile reads a spec file, refusing one larger than MaxSpecSize before
+// reading past the limit (a device that never ends is refused too).
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxSpecSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(src) > MaxSpecSize {
+		return nil, ErrorList{errorf(Pos{File: path, Line: 1, Col: 1}, "spec is larger than the %d-byte limit", MaxSpecSize)}
+	}
+	return src, nil
 }
 
 type resolver struct {
@@ -490,34 +509,49 @@ func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 		return m
 	}
 
-	// Every state must be reachable from the start and able to reach a final state.
-	reach := map[*State]bool{m.Start: true}
-	for changed := true; changed; {
-		changed = false
-		for _, t := range m.Transitions {
-			if t.To != nil && reach[t.From] && !reach[t.To] {
-				reach[t.To] = true
-				changed = true
-			}
+	// Every state must be reachable from the start and able to reach a final
+	// state: one search forward from the start and one backward from the
+	// finals, linear in the transitions.
+	next := make([][]*State, len(m.States))
+	prev := make([][]*State, len(m.States))
+	for _, t := range m.Transitions {
+		if t.To != nil {
+			next[t.From.Index] = append(next[t.From.Index], t.To)
+			prev[t.To.Index] = append(prev[t.To.Index], t.From)
 		}
 	}
-	done := map[*State]bool{}
-	for _, s := range m.States {
-		done[s] = s.Final
-	}
-	for changed := true; changed; {
-		changed = false
-		for _, t := range m.Transitions {
-			if t.To != nil && done[t.To] && !done[t.From] {
-				done[t.From] = true
-				changed = true
+	search := func(from []*State, edges [][]*State) []bool {
+		seen := make([]bool, len(m.States))
+		queue := from
+		for _, s := range from {
+			seen[s.Index] = true
+		}
+		for len(queue) > 0 {
+			s := queue[0]
+			queue = queue[1:]
+			for _, n := range edges[s.Index] {
+				if !seen[n.Index] {
+					seen[n.Index] = true
+					queue = append(queue, n)
+				}
 			}
 		}
+		return seen
 	}
+	var finals []*State
 	for _, s := range m.States {
-		if !reach[s] {
+		if s.Final {
+			finals = append(finals, s)
+		}
+	}
+	reachable := search([]*State{m.Start}, next)
+	finishing := search(finals, prev)
+	reach := func(s *State) bool { return reachable[s.Index] }
+	done := func(s *State) bool { return finishing[s.Index] }
+	for _, s := range m.States {
+		if !reach(s) {
 			r.errorf(statePos[s.Name], "machine %s: state %q is unreachable from start state %q", m.Name, s.Name, m.Start.Name)
-		} else if !done[s] && hasFinal {
+		} else if !done(s) && hasFinal {
 			r.errorf(statePos[s.Name], "machine %s: state %q has no path to a final state", m.Name, s.Name)
 		}
 	}

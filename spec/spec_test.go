@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,5 +254,72 @@ func TestBadTextIsRefused(t *testing.T) {
 	// A tab, a CRLF line end and non-ASCII text are fine.
 	if _, err := Parse("x.rspec", []byte("protocol p;\r\nversion 1;\r\n/// größer\tals\r\nmessage A = 1 { }\r\ninvariant I \"ü\\n\";\n")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadFileStopsAtTheLimit: a spec larger than MaxSpecSize is refused
+// having read no more than the limit, so a device that never ends is too.
+func TestReadFileStopsAtTheLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.rspec")
+	if err := os.WriteFile(path, make([]byte, MaxSpecSize+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "big.rspec:1:1") {
+		t.Fatalf("oversized spec: %v", err)
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		if _, err := ReadFile("/dev/zero"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("/dev/zero: %v", err)
+		}
+	}
+}
+
+// TestErrorsAreCapped: a spec with thirty thousand problems reports
+// them all in the list, but its text names the first MaxErrorLines and
+// counts the rest.
+func TestErrorsAreCapped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("protocol p;\nversion 1;\n")
+	for i := range 30_000 {
+		fmt.Fprintf(&b, "message m%d = 1 {}\n", i)
+	}
+	_, err := Parse("x.rspec", []byte(b.String()))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 29_999 {
+		t.Fatalf("got %d errors", len(list))
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != MaxErrorLines+1 || lines[MaxErrorLines] != "(and 29979 more errors)" {
+		t.Fatalf("%d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+}
+
+// TestHugeMachineChecksInLinearTime: a machine of 100,000 states in a
+// chain, whose backward reachability once took a pass per state (minutes),
+// and whose table lookups were linear in its transitions.
+func TestHugeMachineChecksInLinearTime(t *testing.T) {
+	const n = 100_000
+	var b strings.Builder
+	b.WriteString("protocol p;\nversion 1;\nmachine M {\nevent go;\n")
+	for i := range n {
+		switch i {
+		case 0:
+			b.WriteString("start ")
+		case n - 1:
+			b.WriteString("final ")
+		}
+		fmt.Fprintf(&b, "state s%d;\n", i)
+	}
+	for i := range n - 1 {
+		fmt.Fprintf(&b, "on go: s%d -> s%d;\n", i, i+1)
+	}
+	b.WriteString("}\n")
+	p, err := Parse("x.rspec", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.Machines[0]
+	if tr := m.Lookup(m.States[n-2], m.Events[0]); tr == nil || tr.To != m.States[n-1] {
+		t.Fatalf("lookup of the last transition: %+v", tr)
 	}
 }

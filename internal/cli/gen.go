@@ -46,7 +46,12 @@ func loadSpecs(env *Env, names []string) ([]*spec.Protocol, bool) {
 	var out []*spec.Protocol
 	ok := true
 	for _, n := range names {
-		src, err := os.ReadFile(env.abs(n))
+		src, err := spec.ReadFile(env.abs(n))
+		if errors.Is(err, spec.ErrInvalid) {
+			fmt.Fprintln(env.Stderr, err)
+			ok = false
+			continue
+		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "rrefgen: %v\n", err)
 			ok = false
