@@ -175,3 +175,36 @@ func TestConformanceEnumerate(t *testing.T) {
 		t.Errorf("-enumerate 3: exit %d, want %d", code, ExitUsage)
 	}
 }
+
+// TestGenPkgAndInitialisms: -pkg is the import path the output declares,
+// and -initialisms spells the words given in capitals, in check as in gen.
+func TestGenPkgAndInitialisms(t *testing.T) {
+	dir := t.TempDir()
+	src := "protocol vms;\nversion 1;\nmessage vm_info = 1 { vm_id: u64; }\n"
+	os.WriteFile(filepath.Join(dir, "vms.rspec"), []byte(src), 0o644)
+	code, out, errs := run(t, dir, "gen", "-out", "out", "-pkg", "example.com/x/vms", "-initialisms", "vm, gpu", "vms.rspec")
+	if code != ExitOK {
+		t.Fatalf("gen: %d %q %q", code, out, errs)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "out", "messages.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`package vms // import "example.com/x/vms"`, "type VMInfo struct", "VMID uint64"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("messages.go lacks %q", want)
+		}
+	}
+	// Without the initialism the two names differ: check agrees with gen.
+	if code, out, _ := run(t, dir, "check", "vms.rspec"); code != ExitOK || !strings.Contains(out, "ok") {
+		t.Fatalf("check: %d %q", code, out)
+	}
+	clash := "protocol vms;\nversion 1;\nmessage VMInfo = 1 { }\nmessage vm_info = 2 { }\n"
+	os.WriteFile(filepath.Join(dir, "clash.rspec"), []byte(clash), 0o644)
+	if code, _, _ := run(t, dir, "check", "clash.rspec"); code != ExitOK {
+		t.Fatalf("without -initialisms VMInfo and VmInfo are two names")
+	}
+	if code, _, errs := run(t, dir, "check", "-initialisms", "vm", "clash.rspec"); code != ExitFail || !strings.Contains(errs, "clash.rspec:4:9") {
+		t.Fatalf("with -initialisms vm they collide: %d %q", code, errs)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path"
@@ -34,9 +35,9 @@ func (env *Env) abs(p string) string {
 
 // loadSpecs parses the named specs, or the embedded RRef spec when none is named.
 // Parse errors are printed; ok is false when any spec is invalid.
-func loadSpecs(env *Env, names []string) ([]*spec.Protocol, bool) {
+func loadSpecs(env *Env, names []string, opt spec.Options) ([]*spec.Protocol, bool) {
 	if len(names) == 0 {
-		p, err := spec.RRef()
+		p, err := spec.ParseWith(spec.RRefPath, spec.RRefSource, opt)
 		if err != nil {
 			fmt.Fprintln(env.Stderr, err)
 			return nil, false
@@ -57,7 +58,7 @@ func loadSpecs(env *Env, names []string) ([]*spec.Protocol, bool) {
 			ok = false
 			continue
 		}
-		p, err := spec.Parse(filepath.ToSlash(n), src)
+		p, err := spec.ParseWith(filepath.ToSlash(n), src, opt)
 		if err != nil {
 			fmt.Fprintln(env.Stderr, err)
 			ok = false
@@ -98,11 +99,12 @@ the module that holds the working folder. With -check, writes nothing, prints
 a diff of every stale file and exits 1 when the output is not up to date.`)
 	check := fs.Bool("check", false, "compare instead of writing; exit 1 when stale")
 	out := fs.String("out", "", "output folder (default: <module>/generated/<protocol>)")
-	pkg := fs.String("pkg", "", "import path of the output package (default: "+ModulePath+"/generated/<protocol>)")
+	pkg := fs.String("pkg", "", "import path of the output package; its last element names the package (default: "+ModulePath+"/generated/<protocol>)")
+	initialisms := initialismsFlag(fs)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
-	specs, ok := loadSpecs(env, fs.Args())
+	specs, ok := loadSpecs(env, fs.Args(), initialismsOf(*initialisms))
 	if !ok {
 		return ExitFail
 	}
@@ -246,10 +248,11 @@ func runCheck(env *Env, args []string) int {
 	fs := newFlags(env, "check", "[spec ...]", `
 Parses and validates each spec and reports every problem with file:line:col.
 With no spec named, checks the embedded RRef spec.`)
+	initialisms := initialismsFlag(fs)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
-	specs, ok := loadSpecs(env, fs.Args())
+	specs, ok := loadSpecs(env, fs.Args(), initialismsOf(*initialisms))
 	for _, p := range specs {
 		transitions := 0
 		for _, m := range p.Machines {
@@ -271,6 +274,7 @@ marked, final states doubled, hot states (where a run must not end) filled.
 With no spec named, draws the embedded RRef spec.`)
 	format := fs.String("format", "dot", "dot or mermaid")
 	machine := fs.String("machine", "", "only this machine (default: all)")
+	initialisms := initialismsFlag(fs)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
@@ -282,7 +286,7 @@ With no spec named, draws the embedded RRef spec.`)
 		fmt.Fprintln(env.Stderr, "rrefgen graph: name at most one spec")
 		return ExitUsage
 	}
-	specs, ok := loadSpecs(env, fs.Args())
+	specs, ok := loadSpecs(env, fs.Args(), initialismsOf(*initialisms))
 	if !ok {
 		return ExitFail
 	}
@@ -307,4 +311,20 @@ With no spec named, draws the embedded RRef spec.`)
 		return ExitFail
 	}
 	return ExitOK
+}
+
+// initialismsFlag is -initialisms, shared by the commands that name Go
+// declarations (they must agree, or check would pass what gen names apart).
+func initialismsFlag(fs *flag.FlagSet) *string {
+	return fs.String("initialisms", "", "comma-separated words spelled in capitals in Go names, beyond the defaults (e.g. vm,gpu makes vm_id VMID)")
+}
+
+func initialismsOf(list string) spec.Options {
+	var opt spec.Options
+	for _, w := range strings.Split(list, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			opt.Initialisms = append(opt.Initialisms, w)
+		}
+	}
+	return opt
 }
