@@ -118,7 +118,11 @@ func appendStmts(t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
 
 // consumeStmts decodes one value of type t from b[off:] into x, advancing off.
 // On error it returns from the enclosing ConsumeX with the field's context.
-func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
+//
+// nested is set inside the decoder of a recursive struct, whose nesting
+// parameter counts how deep it is: a recursive struct inside it is decoded
+// one level deeper.
+func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, depth int, nested bool) []jen.Code {
 	fail := func(err jen.Code) jen.Code {
 		return jen.Return(jen.Id("v"), jen.Lit(0), rt("Wrap").Call(jen.Lit(owner), jen.Lit(field), jen.Id("off"), err))
 	}
@@ -174,8 +178,12 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 			jen.Id("off").Op("+=").Id("k"),
 		}
 	case spec.KindStruct:
+		call := jen.Id("Consume"+t.Struct.GoName).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim"))
+		if nested && t.Struct.Recursive {
+			call = jen.Id(t.Struct.GoConsume).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim"), jen.Id("nesting").Op("+").Lit(1))
+		}
 		body = []jen.Code{
-			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Id("Consume"+t.Struct.GoName).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim")),
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(call),
 			checkErr,
 			x().Op("=").Id("x"),
 			jen.Id("off").Op("+=").Id("k"),
@@ -190,7 +198,7 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 			jen.If(jen.Id("c").Op(">").Lit(0)).Block(
 				x().Op("=").Make(goType(t), jen.Id("c")),
 			),
-			jen.For(jen.Id(i).Op(":=").Range().Add(x())).Block(consumeStmts(owner, field, t.Elem, elem, depth+1)...),
+			jen.For(jen.Id(i).Op(":=").Range().Add(x())).Block(consumeStmts(owner, field, t.Elem, elem, depth+1, nested)...),
 		}
 	}
 	if t.Kind == spec.KindEnum {
@@ -200,8 +208,9 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 }
 
 // genCodec writes SizeX, AppendX and ConsumeX for a struct or message body
-// whose Go name is gn.
-func genCodec(f *jen.File, gn string, fields []*spec.Field) {
+// whose Go name is gn. A recursive struct (rec set) is decoded by
+// rec.GoConsume, which counts its nesting against lim.Depth().
+func genCodec(f *jen.File, gn string, fields []*spec.Field, rec *spec.Struct) {
 	recv := func() *jen.Statement { return jen.Id("v") }
 
 	var size, app, cons []jen.Code
@@ -210,7 +219,7 @@ func genCodec(f *jen.File, gn string, fields []*spec.Field) {
 		x := func() *jen.Statement { return recv().Dot(fd.GoName) }
 		size = append(size, sizeStmts(fd.Type, x, 0)...)
 		app = append(app, appendStmts(fd.Type, x, 0)...)
-		cons = append(cons, consumeStmts(gn, fd.Name, fd.Type, x, 0)...)
+		cons = append(cons, consumeStmts(gn, fd.Name, fd.Type, x, 0, rec != nil)...)
 	}
 
 	f.Commentf("Size%s is the encoded size of v.", gn)
@@ -236,8 +245,24 @@ func genCodec(f *jen.File, gn string, fields []*spec.Field) {
 	f.Line()
 	f.Commentf("Consume%s decodes one %s from the front of b and returns it with the number of", gn, gn)
 	f.Comment("bytes read. Every length is checked against the input and lim; bytes fields alias b.")
-	f.Func().Id("Consume"+gn).Params(jen.Id("b").Index().Byte(), jen.Id("lim").Op("*").Add(rt("Limits"))).
-		Params(jen.Id("v").Id(gn), jen.Id("n").Int(), jen.Err().Error()).BlockFunc(func(g *jen.Group) {
+	params := []jen.Code{jen.Id("b").Index().Byte(), jen.Id("lim").Op("*").Add(rt("Limits"))}
+	results := []jen.Code{jen.Id("v").Id(gn), jen.Id("n").Int(), jen.Err().Error()}
+	name := "Consume" + gn
+	if rec != nil {
+		f.Comment("It holds itself: it nests at most lim.Depth() levels deep.")
+		f.Func().Id(name).Params(params...).Params(results...).Block(
+			jen.Return(jen.Id(rec.GoConsume).Call(jen.Id("b"), jen.Id("lim"), jen.Lit(0))))
+		f.Line()
+		f.Commentf("%s is Consume%s at the given nesting.", rec.GoConsume, gn)
+		name = rec.GoConsume
+		params = append(params, jen.Id("nesting").Int())
+	}
+	f.Func().Id(name).Params(params...).Params(results...).BlockFunc(func(g *jen.Group) {
+		if rec != nil {
+			g.If(jen.Id("nesting").Op(">=").Id("lim").Dot("Depth").Call()).Block(
+				jen.Return(jen.Id("v"), jen.Lit(0), jen.Op("&").Add(rt("DecodeError")).Values(jen.Dict{
+					jen.Id("Message"): jen.Lit(rec.Name), jen.Id("Err"): rt("ErrTooDeep")})))
+		}
 		if len(cons) == 0 {
 			g.Return(jen.Id("v"), jen.Lit(0), jen.Nil())
 			return
@@ -316,5 +341,9 @@ func genStruct(f *jen.File, s *spec.Struct) {
 	}
 	f.Type().Id(s.GoName).Struct(genFields(s.Fields)...)
 	f.Line()
-	genCodec(f, s.GoName, s.Fields)
+	var rec *spec.Struct
+	if s.Recursive {
+		rec = s
+	}
+	genCodec(f, s.GoName, s.Fields, rec)
 }

@@ -180,6 +180,63 @@ func TestGoldenOutputCompiles(t *testing.T) {
 }
 
 var compileTests = map[string]string{
+	"tree": `package tree
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/rrefkit/rref/genrt"
+)
+
+func chain(depth int) Node {
+	n := Node{Val: uint32(depth)}
+	if depth > 0 {
+		n.Kids = []Node{chain(depth - 1)}
+	}
+	return n
+}
+
+func TestTreeRoundTrip(t *testing.T) {
+	m := &Tree{Root: Node{Val: 1, Kids: []Node{{Val: 2}, {Val: 3, Kids: []Node{{Val: 4}}}}},
+		Forest: Forest{Trees: []Grove{{Name: "a", Inner: Forest{Trees: []Grove{{Name: "b"}}}}}}}
+	got, err := Decode(AppendFrame(nil, m), nil)
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+}
+
+// A tree nested past the limit is refused, not decoded on an ever deeper
+// stack; the limit is the caller's to set.
+func TestTreeDepthLimit(t *testing.T) {
+	deep := AppendFrame(nil, &Tree{Root: chain(genrt.DefaultMaxDepth)})
+	if _, err := Decode(deep, nil); !errors.Is(err, genrt.ErrTooDeep) {
+		t.Fatalf("depth %d: %v", genrt.DefaultMaxDepth, err)
+	}
+	ok := AppendFrame(nil, &Tree{Root: chain(genrt.DefaultMaxDepth - 1)})
+	if _, err := Decode(ok, nil); err != nil {
+		t.Fatalf("depth %d: %v", genrt.DefaultMaxDepth-1, err)
+	}
+	lim := genrt.DefaultLimits
+	lim.MaxDepth = 3
+	if _, err := Decode(AppendFrame(nil, &Tree{Root: chain(3)}), &lim); !errors.Is(err, genrt.ErrTooDeep) {
+		t.Fatalf("depth 3 under MaxDepth 3: %v", err)
+	}
+	// Mutual recursion counts too: Forest -> Grove -> Forest ...
+	f := Forest{}
+	for range genrt.DefaultMaxDepth {
+		f = Forest{Trees: []Grove{{Inner: f}}}
+	}
+	if _, err := Decode(AppendFrame(nil, &Tree{Forest: f}), nil); !errors.Is(err, genrt.ErrTooDeep) {
+		t.Fatalf("deep forest: %v", err)
+	}
+	var d Decoder
+	if _, err := d.Decode(deep); !errors.Is(err, genrt.ErrTooDeep) {
+		t.Fatalf("decoder: %v", err)
+	}
+}
+`,
 	"kitchen": `package kitchen
 
 import (

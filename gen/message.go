@@ -56,7 +56,7 @@ func genMessage(f *jen.File, m *spec.Message) {
 		jen.Return(jen.Id("Append"+gn).Call(jen.Id("b"), jen.Id("m"))))
 	f.Func().Params(recv.Clone()).Id("BodySize").Params().Int().Block(jen.Return(jen.Id("Size" + gn).Call(jen.Id("m"))))
 	f.Line()
-	genCodec(f, m.GoName, m.Fields)
+	genCodec(f, m.GoName, m.Fields, nil)
 }
 
 // genFrame writes the frame layer: a version byte, the code as a uvarint, the body.

@@ -81,6 +81,9 @@ func randomSpec(t *rapid.T) string {
 		doc("struct doc")
 		fmt.Fprintf(&b, "struct %s {\n", n)
 		fields("struct fields")
+		if rapid.IntRange(0, 3).Draw(t, "recursive") == 0 {
+			fmt.Fprintf(&b, "    %s: []%s;\n", ident("self"), n) // a tree
+		}
 		b.WriteString("}\n")
 		types = append(types, n) // later structs may contain it
 	}

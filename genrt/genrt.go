@@ -35,10 +35,26 @@ type Limits struct {
 	MaxFrame int // bytes in one frame
 	MaxBytes int // bytes in one string or bytes field
 	MaxList  int // elements in one list
+	// MaxDepth bounds how deep a recursive struct (one that holds a list
+	// of itself) may nest; 0 means DefaultMaxDepth. Without it a frame of
+	// nested one-element lists, two bytes a level, would exhaust the stack.
+	MaxDepth int
+}
+
+// DefaultMaxDepth is the nesting a recursive struct may reach when Limits
+// do not say, as protobuf's C++ decoder allows.
+const DefaultMaxDepth = 100
+
+// Depth is the nesting bound l sets.
+func (l *Limits) Depth() int {
+	if l.MaxDepth > 0 {
+		return l.MaxDepth
+	}
+	return DefaultMaxDepth
 }
 
 // DefaultLimits suit control traffic and moderate payloads.
-var DefaultLimits = Limits{MaxFrame: 64 << 20, MaxBytes: 64 << 20, MaxList: 1 << 16}
+var DefaultLimits = Limits{MaxFrame: 64 << 20, MaxBytes: 64 << 20, MaxList: 1 << 16, MaxDepth: DefaultMaxDepth}
 
 // Sentinel decode errors, matched with errors.Is through a *DecodeError.
 var (
@@ -52,6 +68,7 @@ var (
 	ErrTrailing     = errors.New("genrt: trailing bytes after message")
 	ErrEmpty        = errors.New("genrt: empty frame")
 	ErrNonCanonical = errors.New("genrt: varint is not in its shortest form")
+	ErrTooDeep      = errors.New("genrt: recursive struct nests deeper than the limit")
 )
 
 // DecodeError says which message and field failed to decode, and where.

@@ -166,12 +166,19 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 			}
 		}
 	}
+	// The unexported package-level names: machines' tables, recursive
+	// structs' decoders.
+	unexported := map[string]string{}
 	for _, s := range p.Structs {
 		gn, ok := name(s.Name, s.Pos, "struct")
 		s.GoName = gn
 		if ok {
 			for _, pre := range []string{"", "Size", "Append", "Consume"} {
 				take(pre+gn, s.Pos, "struct "+s.Name)
+			}
+			if s.Recursive {
+				s.GoConsume = "consume" + gn
+				unexported[s.GoConsume] = "struct " + s.Name
 			}
 		}
 		fields(s.Name, s.Fields, false)
@@ -193,7 +200,6 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 		}
 		fields(m.Name, m.Fields, true)
 	}
-	tables := map[string]string{}
 	for _, m := range p.Machines {
 		mn, ok := name(m.Name, m.Pos, "machine")
 		m.GoName = mn
@@ -206,10 +212,10 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 		take("Step"+mn, m.Pos, "machine "+m.Name)
 		table := LowerFirst(mn, init) + "Table"
 		m.GoTable = table
-		if other, dup := tables[table]; dup {
-			r.errorf(m.Pos, "machines %s and %s share the table %s", other, m.Name, table)
+		if other, dup := unexported[table]; dup {
+			r.errorf(m.Pos, "machine %s becomes Go identifier %s, as %s does", m.Name, table, other)
 		}
-		tables[table] = m.Name
+		unexported[table] = "machine " + m.Name
 		for _, s := range m.States {
 			if sn, ok := name(s.Name, s.Pos, "state"); ok {
 				s.GoName = mn + sn

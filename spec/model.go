@@ -146,8 +146,12 @@ type Struct struct {
 	Doc    []string
 	Name   string
 	GoName string
-	Fields []*Field
-	Pos    Pos
+	// Recursive is set when the struct holds itself, through lists of it
+	// or of structs that hold it: its decoder counts the nesting.
+	Recursive bool
+	GoConsume string // a recursive struct's unexported decoder, which takes the nesting
+	Fields    []*Field
+	Pos       Pos
 }
 
 type Message struct {

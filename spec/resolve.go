@@ -365,11 +365,10 @@ func (r *resolver) orderStructs(f *astFile) {
 		}
 		color[s] = grey
 		for _, fd := range s.Fields {
-			t := fd.Type
-			for t.Kind == KindList {
-				t = t.Elem
-			}
-			if t.Kind == KindStruct {
+			if t := fd.Type; t.Kind == KindStruct {
+				// Only a struct held directly makes a value infinite; one
+				// held in a list is recursion (a tree), which the decoder
+				// bounds by Limits.MaxDepth.
 				if !visit(t.Struct, append(path, s.Name)) {
 					color[s] = black
 					return false
@@ -383,6 +382,38 @@ func (r *resolver) orderStructs(f *astFile) {
 	for _, d := range f.structs {
 		if s := r.structs[d.name.name]; s != nil {
 			visit(s, nil)
+		}
+	}
+	// A struct that reaches itself through its fields' types is recursive.
+	for _, s := range r.p.Structs {
+		seen := map[*Struct]bool{}
+		var reaches func(t *Type) bool
+		reaches = func(t *Type) bool {
+			for t.Kind == KindList {
+				t = t.Elem
+			}
+			if t.Kind != KindStruct {
+				return false
+			}
+			if t.Struct == s {
+				return true
+			}
+			if seen[t.Struct] {
+				return false
+			}
+			seen[t.Struct] = true
+			for _, fd := range t.Struct.Fields {
+				if reaches(fd.Type) {
+					return true
+				}
+			}
+			return false
+		}
+		for _, fd := range s.Fields {
+			if reaches(fd.Type) {
+				s.Recursive = true
+				break
+			}
 		}
 	}
 }
