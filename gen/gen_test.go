@@ -242,6 +242,7 @@ func TestTreeDepthLimit(t *testing.T) {
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rrefkit/rref/genrt"
@@ -271,6 +272,20 @@ func TestRoundTrip(t *testing.T) {
 	bad := AppendFrame(nil, &Everything{Colors: []Color{5}})
 	if _, err := Decode(bad, nil); !errors.Is(err, genrt.ErrBadEnum) {
 		t.Fatalf("undeclared enum: %v", err)
+	}
+	// A message picks its event: the typed step and the dispatch agree, and
+	// a message no event carries is illegal in every state.
+	if s, _, err := StepDoorOnBurn(DoorOpen, m); err != nil || s != DoorGone {
+		t.Fatalf("typed step: %v %v", s, err)
+	}
+	if s, _, err := StepDoorOnMessage(DoorClosed, m); err != nil || s != DoorGone {
+		t.Fatalf("dispatch: %v %v", s, err)
+	}
+	if _, _, err := StepDoorOnMessage(DoorClosed, &Empty{}); !errors.Is(err, genrt.ErrIllegalTransition) || !strings.Contains(err.Error(), "Empty") {
+		t.Fatalf("a message that is no event: %v", err)
+	}
+	if _, _, err := StepDoorOnMessage(DoorClosed, nil); !errors.Is(err, genrt.ErrIllegalTransition) {
+		t.Fatalf("nil message: %v", err)
 	}
 	if s, _, err := StepDoor(DoorClosed, DoorOnPull); err != nil || s != DoorClosed {
 		t.Fatalf("ignored pull: %v %v", s, err)

@@ -149,6 +149,7 @@ func genMachine(f *jen.File, m *spec.Machine) {
 		),
 	)
 	f.Line()
+	genTypedSteps(f, m, st)
 
 	f.Commentf("%sMachine describes machine %s as declared, for tools.", mn, m.Name)
 	f.Var().Id(mn + "Machine").Op("=").Add(rt("MachineInfo")).Values(jen.Dict{
@@ -202,4 +203,49 @@ func genInvariants(f *jen.File, p *spec.Protocol) {
 		f.Comment(comment(fmt.Sprintf("%s names invariant %s: %s", inv.GoName, inv.Name, inv.Text)))
 		f.Const().Id(inv.GoName).Op("=").Lit(inv.Name)
 	}
+}
+
+// genTypedSteps writes, for each event that carries a message, a step that
+// takes that message (the type picks the event, so a handler cannot feed
+// the wrong one), and a dispatch from any decoded message to the event it
+// is, for the messages exactly one event carries.
+func genTypedSteps(f *jen.File, m *spec.Machine, st string) {
+	carriers := map[*spec.Message][]*spec.Event{}
+	for _, e := range m.Events {
+		if e.Message != nil {
+			carriers[e.Message] = append(carriers[e.Message], e)
+		}
+	}
+	for _, e := range m.Events {
+		if e.Message == nil {
+			continue
+		}
+		f.Commentf("%s is Step%s with event %s, which carries a %s: the argument's type", e.GoStep, m.GoName, e.Name, e.Message.Name)
+		f.Comment("chooses the event.")
+		f.Func().Id(e.GoStep).Params(jen.Id("s").Id(st), jen.Id("m").Op("*").Id(e.Message.GoName)).
+			Params(jen.Id(st), rt("Outcome"), jen.Error()).Block(
+			jen.Return(jen.Id("Step"+m.GoName).Call(jen.Id("s"), jen.Id(e.GoName))))
+		f.Line()
+	}
+	if m.GoDispatch == "" {
+		return
+	}
+	f.Commentf("%s steps machine %s with the event a decoded message is. A message", m.GoDispatch, m.Name)
+	f.Comment("no event carries, or that several do (call their typed steps), is an illegal")
+	f.Comment("transition in every state.")
+	f.Func().Id(m.GoDispatch).Params(jen.Id("s").Id(st), jen.Id("m").Id("Message")).
+		Params(jen.Id(st), rt("Outcome"), jen.Error()).Block(
+		jen.Switch(jen.Id("m").Assert(jen.Type())).BlockFunc(func(g *jen.Group) {
+			for _, e := range m.Events {
+				if e.Message != nil && len(carriers[e.Message]) == 1 {
+					g.Case(jen.Op("*").Id(e.Message.GoName)).Block(jen.Return(jen.Id("Step"+m.GoName).Call(jen.Id("s"), jen.Id(e.GoName))))
+				}
+			}
+		}),
+		jen.Id("event").Op(":=").Lit("no message"),
+		jen.If(jen.Id("m").Op("!=").Nil()).Block(jen.Id("event").Op("=").Lit("message ").Op("+").Id("m").Dot("MessageCode").Call().Dot("String").Call()),
+		jen.Return(jen.Id("s"), jen.Lit(0), jen.Op("&").Add(rt("TransitionError")).Values(jen.Dict{
+			jen.Id("Machine"): jen.Lit(m.Name), jen.Id("State"): jen.Id("s").Dot("String").Call(), jen.Id("Event"): jen.Id("event")})),
+	)
+	f.Line()
 }

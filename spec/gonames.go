@@ -222,10 +222,24 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 				take(s.GoName, s.Pos, "state "+m.Name+"."+s.Name)
 			}
 		}
+		carriers := map[*Message]int{} // how many of the machine's events carry each message
+		for _, e := range m.Events {
+			if e.Message != nil {
+				carriers[e.Message]++
+			}
+		}
 		for _, e := range m.Events {
 			if en, ok := name(e.Name, e.Pos, "event"); ok {
 				e.GoName = mn + "On" + en
 				take(e.GoName, e.Pos, "event "+m.Name+"."+e.Name)
+				if e.Message != nil {
+					e.GoStep = "Step" + e.GoName
+					take(e.GoStep, e.Pos, "event "+m.Name+"."+e.Name)
+					if m.GoDispatch == "" && carriers[e.Message] == 1 {
+						m.GoDispatch = "Step" + mn + "OnMessage"
+						take(m.GoDispatch, m.Pos, "machine "+m.Name)
+					}
+				}
 			}
 		}
 	}

@@ -189,6 +189,7 @@ type Event struct {
 	Doc     []string
 	Name    string
 	GoName  string // the constant: the machine's Go name, "On", then the event's
+	GoStep  string // for an event that carries a message: "Step" and GoName, the step taking it
 	Index   int
 	Pos     Pos
 	Payload *Type    // a typed payload, or nil
@@ -227,6 +228,7 @@ type Machine struct {
 	Name        string
 	GoName      string
 	GoTable     string // the unexported transition table
+	GoDispatch  string // the step from a decoded message, when some message is carried by exactly one event
 	States      []*State
 	Events      []*Event
 	Start       *State

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rrefkit/rref/examples/lockcheck/lockpb"
 	"github.com/rrefkit/rref/explore"
+	"github.com/rrefkit/rref/genrt"
 )
 
 // Config is one exploration of the lock protocol.
@@ -230,7 +231,7 @@ func (s *System) deliver(p packet) {
 		if c.state != lockpb.ClientWaiting || m.Request != c.request {
 			return // a resent or stale grant: this request was answered already
 		}
-		c.state = s.stepClient(c.state, lockpb.ClientOnGranted)
+		c.state = s.checked(lockpb.StepClientOnGranted(c.state, m))
 		c.token = m.Token
 		if m.Token <= s.accepted {
 			s.fail(lockpb.InvariantFencing, "client %d accepted token %d after token %d", p.to, m.Token, s.accepted)
@@ -246,7 +247,7 @@ func (s *System) acquire(m *lockpb.Acquire) {
 		}
 		s.srv.seen[m.Client-1] = m.Request
 	}
-	s.srv.state = s.stepServer(s.srv.state, lockpb.ServerOnLock)
+	s.srv.state = s.checkedServer(lockpb.StepServerOnLock(s.srv.state, m))
 	if s.srv.holder != 0 {
 		s.srv.queue = append(s.srv.queue, waiter{m.Client, m.Request})
 		return
@@ -267,7 +268,7 @@ func (s *System) release(m *lockpb.Release) {
 	if !s.cfg.Trusting && (m.Client != s.srv.holder || m.Token != s.srv.token) {
 		return // a resent release of an earlier holding
 	}
-	s.srv.state = s.stepServer(s.srv.state, lockpb.ServerOnUnlock)
+	s.srv.state = s.checkedServer(lockpb.StepServerOnUnlock(s.srv.state, m))
 	s.srv.holder = 0
 	if len(s.srv.queue) > 0 {
 		next := s.srv.queue[0]
@@ -275,6 +276,22 @@ func (s *System) release(m *lockpb.Release) {
 		s.srv.state = s.stepServer(s.srv.state, lockpb.ServerOnLock)
 		s.grant(next)
 	}
+}
+
+// checked and checkedServer take a typed step's result (a message's own
+// step: its type picks the event), reporting an undeclared transition.
+func (s *System) checked(next lockpb.ClientState, _ genrt.Outcome, err error) lockpb.ClientState {
+	if err != nil {
+		s.fail("spec", "%v", err)
+	}
+	return next
+}
+
+func (s *System) checkedServer(next lockpb.ServerState, _ genrt.Outcome, err error) lockpb.ServerState {
+	if err != nil {
+		s.fail("spec", "%v", err)
+	}
+	return next
 }
 
 // stepClient and stepServer run the generated machines: a transition the

@@ -119,6 +119,39 @@ func StepFork(s ForkState, e ForkEvent) (ForkState, genrt.Outcome, error) {
 	}
 }
 
+// StepForkOnRequest is StepFork with event Request, which carries a ForkRequest: the argument's type
+// chooses the event.
+func StepForkOnRequest(s ForkState, m *ForkRequest) (ForkState, genrt.Outcome, error) {
+	return StepFork(s, ForkOnRequest)
+}
+
+// StepForkOnDelete is StepFork with event Delete, which carries a UserDelete: the argument's type
+// chooses the event.
+func StepForkOnDelete(s ForkState, m *UserDelete) (ForkState, genrt.Outcome, error) {
+	return StepFork(s, ForkOnDelete)
+}
+
+// StepForkOnMessage steps machine Fork with the event a decoded message is. A message
+// no event carries, or that several do (call their typed steps), is an illegal
+// transition in every state.
+func StepForkOnMessage(s ForkState, m Message) (ForkState, genrt.Outcome, error) {
+	switch m.(type) {
+	case *ForkRequest:
+		return StepFork(s, ForkOnRequest)
+	case *UserDelete:
+		return StepFork(s, ForkOnDelete)
+	}
+	event := "no message"
+	if m != nil {
+		event = "message " + m.MessageCode().String()
+	}
+	return s, 0, &genrt.TransitionError{
+		Event:   event,
+		Machine: "Fork",
+		State:   s.String(),
+	}
+}
+
 // ForkMachine describes machine Fork as declared, for tools.
 var ForkMachine = genrt.MachineInfo{
 	Doc: "Fork is the owner's view of one UserRRef: unknown -> known -> deleted. The owner frees a\nvalue only when no fork is known and no local handle remains.",
@@ -344,6 +377,31 @@ func StepOwner(s OwnerState, e OwnerEvent) (OwnerState, genrt.Outcome, error) {
 		return s, genrt.Ignored, nil
 	default:
 		return OwnerState(c - 2), genrt.Moved, nil
+	}
+}
+
+// StepOwnerOnCreate is StepOwner with event Create, which carries a RemoteCall: the argument's type
+// chooses the event.
+func StepOwnerOnCreate(s OwnerState, m *RemoteCall) (OwnerState, genrt.Outcome, error) {
+	return StepOwner(s, OwnerOnCreate)
+}
+
+// StepOwnerOnMessage steps machine Owner with the event a decoded message is. A message
+// no event carries, or that several do (call their typed steps), is an illegal
+// transition in every state.
+func StepOwnerOnMessage(s OwnerState, m Message) (OwnerState, genrt.Outcome, error) {
+	switch m.(type) {
+	case *RemoteCall:
+		return StepOwner(s, OwnerOnCreate)
+	}
+	event := "no message"
+	if m != nil {
+		event = "message " + m.MessageCode().String()
+	}
+	return s, 0, &genrt.TransitionError{
+		Event:   event,
+		Machine: "Owner",
+		State:   s.String(),
 	}
 }
 
@@ -912,6 +970,18 @@ func StepChildPin(s ChildPinState, e ChildPinEvent) (ChildPinState, genrt.Outcom
 	default:
 		return ChildPinState(c - 2), genrt.Moved, nil
 	}
+}
+
+// StepChildPinOnAccept is StepChildPin with event Accept, which carries a ChildAccept: the argument's type
+// chooses the event.
+func StepChildPinOnAccept(s ChildPinState, m *ChildAccept) (ChildPinState, genrt.Outcome, error) {
+	return StepChildPin(s, ChildPinOnAccept)
+}
+
+// StepChildPinOnRefuse is StepChildPin with event Refuse, which carries a ChildAccept: the argument's type
+// chooses the event.
+func StepChildPinOnRefuse(s ChildPinState, m *ChildAccept) (ChildPinState, genrt.Outcome, error) {
+	return StepChildPin(s, ChildPinOnRefuse)
 }
 
 // ChildPinMachine describes machine ChildPin as declared, for tools.

@@ -114,6 +114,31 @@ func StepClient(s ClientState, e ClientEvent) (ClientState, genrt.Outcome, error
 	}
 }
 
+// StepClientOnGranted is StepClient with event Granted, which carries a Grant: the argument's type
+// chooses the event.
+func StepClientOnGranted(s ClientState, m *Grant) (ClientState, genrt.Outcome, error) {
+	return StepClient(s, ClientOnGranted)
+}
+
+// StepClientOnMessage steps machine Client with the event a decoded message is. A message
+// no event carries, or that several do (call their typed steps), is an illegal
+// transition in every state.
+func StepClientOnMessage(s ClientState, m Message) (ClientState, genrt.Outcome, error) {
+	switch m.(type) {
+	case *Grant:
+		return StepClient(s, ClientOnGranted)
+	}
+	event := "no message"
+	if m != nil {
+		event = "message " + m.MessageCode().String()
+	}
+	return s, 0, &genrt.TransitionError{
+		Event:   event,
+		Machine: "Client",
+		State:   s.String(),
+	}
+}
+
 // ClientMachine describes machine Client as declared, for tools.
 var ClientMachine = genrt.MachineInfo{
 	Doc: "A client's view of the lock.",
@@ -286,6 +311,39 @@ func StepServer(s ServerState, e ServerEvent) (ServerState, genrt.Outcome, error
 		return s, genrt.Ignored, nil
 	default:
 		return ServerState(c - 2), genrt.Moved, nil
+	}
+}
+
+// StepServerOnLock is StepServer with event Lock, which carries a Acquire: the argument's type
+// chooses the event.
+func StepServerOnLock(s ServerState, m *Acquire) (ServerState, genrt.Outcome, error) {
+	return StepServer(s, ServerOnLock)
+}
+
+// StepServerOnUnlock is StepServer with event Unlock, which carries a Release: the argument's type
+// chooses the event.
+func StepServerOnUnlock(s ServerState, m *Release) (ServerState, genrt.Outcome, error) {
+	return StepServer(s, ServerOnUnlock)
+}
+
+// StepServerOnMessage steps machine Server with the event a decoded message is. A message
+// no event carries, or that several do (call their typed steps), is an illegal
+// transition in every state.
+func StepServerOnMessage(s ServerState, m Message) (ServerState, genrt.Outcome, error) {
+	switch m.(type) {
+	case *Acquire:
+		return StepServer(s, ServerOnLock)
+	case *Release:
+		return StepServer(s, ServerOnUnlock)
+	}
+	event := "no message"
+	if m != nil {
+		event = "message " + m.MessageCode().String()
+	}
+	return s, 0, &genrt.TransitionError{
+		Event:   event,
+		Machine: "Server",
+		State:   s.String(),
 	}
 }
 
