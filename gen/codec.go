@@ -192,7 +192,7 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 		i := "i" + strconv.Itoa(depth)
 		elem := func() *jen.Statement { return x().Index(jen.Id(i)) }
 		body = []jen.Code{
-			jen.List(jen.Id("c"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeCount").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim"))),
+			jen.List(jen.Id("c"), jen.Id("k"), jen.Err()).Op(":=").Add(rt(countFunc(t.Elem)).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Id("lim"))),
 			checkErr,
 			jen.Id("off").Op("+=").Id("k"),
 			jen.If(jen.Id("c").Op(">").Lit(0)).Block(
@@ -346,4 +346,13 @@ func genStruct(f *jen.File, s *spec.Struct) {
 		rec = s
 	}
 	genCodec(f, s.GoName, s.Fields, rec)
+}
+
+// countFunc decodes a list's count: bounded by the bytes left, one at least
+// per element, unless the elements encode to nothing.
+func countFunc(elem *spec.Type) string {
+	if elem.EncodesEmpty() {
+		return "ConsumeEmptyCount"
+	}
+	return "ConsumeCount"
 }

@@ -145,6 +145,9 @@ func randomSpec(t *rapid.T) string {
 	return b.String()
 }
 
+// testedPerBatch is how many packages of a batch run their generated tests.
+const testedPerBatch = 250
+
 // randomSpecCount is how many random specs a default test run compiles;
 // RREFGEN_RANDOM_SPECS raises it for a long run.
 const randomSpecCount = 40
@@ -202,6 +205,19 @@ func TestRandomSpecsCompile(t *testing.T) {
 			}
 		}
 		out, err := exec.Command(goBin, "vet", "./"+filepath.ToSlash(dir)+"/...").CombinedOutput()
+		if err == nil {
+			// The generated tests of a few run too: round trips, prefixes,
+			// tables, the fuzz seeds. (Vet has type-checked them all.)
+			var some []string
+			for i := first; i < min(first+batch, n) && len(some) < testedPerBatch; i++ {
+				if pkgDir := fmt.Sprintf("r%d", i); srcs[pkgDir] != "" {
+					some = append(some, "./"+filepath.ToSlash(filepath.Join(dir, pkgDir)))
+				}
+			}
+			if len(some) > 0 {
+				out, err = exec.Command(goBin, append([]string{"test", "-count=1"}, some...)...).CombinedOutput()
+			}
+		}
 		if err != nil {
 			// Name the specs whose packages failed, with their source.
 			shown := 0
@@ -213,13 +229,13 @@ func TestRandomSpecsCompile(t *testing.T) {
 					shown++
 				}
 			}
-			t.Errorf("go vet: %s", truncate(string(out), 4000))
+			t.Errorf("go vet or test: %s", truncate(string(out), 6000))
 		} else {
 			built += len(srcs)
 		}
 		os.RemoveAll(dir)
 	}
-	t.Logf("%d random specs, %d accepted by check, %d built and vetted", n, accepted, built)
+	t.Logf("%d random specs, %d accepted by check, %d built and vetted, their generated tests run on %d per batch", n, accepted, built, testedPerBatch)
 	if accepted < n/2 {
 		t.Errorf("only %d of %d random specs are valid: the generator no longer draws valid specs", accepted, n)
 	}

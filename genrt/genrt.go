@@ -233,3 +233,16 @@ func ConsumeCount(b []byte, lim *Limits) (int, int, error) {
 	}
 	return int(c), n, nil
 }
+
+// ConsumeEmptyCount is ConsumeCount for a list whose elements encode to no
+// bytes (structs with no fields): only lim.MaxList bounds its count.
+func ConsumeEmptyCount(b []byte, lim *Limits) (int, int, error) {
+	c, n, err := ConsumeUvarint(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	if c > uint64(lim.MaxList) {
+		return 0, 0, ErrTooLarge
+	}
+	return int(c), n, nil
+}

@@ -84,7 +84,13 @@ func LowerFirst(s string, initialisms map[string]string) string {
 // FixedGoNames are the package-level identifiers rrefgen writes for every
 // spec; no declaration may take one.
 var FixedGoNames = []string{"Code", "Codes", "Message", "FrameVersion", "SizeFrame", "AppendFrame",
-	"DecodeHeader", "Decode", "Decoder", "Machines", "Invariants"}
+	"DecodeHeader", "Decode", "Decoder", "Machines", "Invariants",
+	// and in its tests:
+	"TestMessagesRoundTrip", "TestControlMessagesDecodeWithoutAllocating", "TestMachinesMatchTheirTables", "FuzzDecode"}
+
+// fixedUnexported are the unexported package-level identifiers rrefgen
+// writes for every spec.
+var fixedUnexported = []string{"messageSamples"}
 
 // messageMethods are the methods every generated message type has: a field
 // of the same Go name would not compile.
@@ -169,6 +175,9 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 	// The unexported package-level names: machines' tables, recursive
 	// structs' decoders.
 	unexported := map[string]string{}
+	for _, n := range fixedUnexported {
+		unexported[n] = "a declaration rrefgen writes in every package"
+	}
 	for _, s := range p.Structs {
 		gn, ok := name(s.Name, s.Pos, "struct")
 		s.GoName = gn

@@ -79,6 +79,20 @@ func (t *Type) Spelling() string {
 	return t.Kind.String()
 }
 
+// EncodesEmpty reports whether every value of t encodes to no bytes: a
+// struct whose fields all do (a list or scalar takes at least one byte).
+func (t *Type) EncodesEmpty() bool {
+	if t.Kind != KindStruct {
+		return false
+	}
+	for _, f := range t.Struct.Fields {
+		if !f.Type.EncodesEmpty() {
+			return false
+		}
+	}
+	return true
+}
+
 // AllocFree reports whether decoding t needs no heap allocation (no strings, lists).
 // Bytes alias the input and do not allocate.
 func (t *Type) AllocFree() bool {
