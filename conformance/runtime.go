@@ -87,6 +87,7 @@ type rtTarget struct {
 	changed chan struct{}
 	dead    map[string]bool
 	handles map[string]*worker.RRef[int] // "W/x"
+	holds   map[string]scenario.Holding  // what the handle bound to "W/x" holds
 	gone    map[string]bool              // released
 	fetches map[string]*scenario.Fetched
 }
@@ -128,12 +129,21 @@ func (t *rtTarget) handle(w, x string) *worker.RRef[int] {
 	return t.handles[rtKey(w, x)]
 }
 
+func (t *rtTarget) holding(w, x string) scenario.Holding {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.holds[rtKey(w, x)]
+}
+
 func (t *rtTarget) New(w, x string, v int64) error {
 	r, err := worker.NewRRef(t.byName[w], int(v))
 	if err != nil {
 		return err
 	}
-	t.update(func() { t.handles[rtKey(w, x)] = r })
+	t.update(func() {
+		t.handles[rtKey(w, x)] = r
+		t.holds[rtKey(w, x)] = scenario.Holding{Known: true, Value: strconv.FormatInt(v, 10)}
+	})
 	return nil
 }
 
@@ -146,16 +156,23 @@ func (t *rtTarget) Remote(w, owner, x string, v int64, fail bool) error {
 	if err != nil {
 		return err
 	}
-	t.update(func() { t.handles[rtKey(w, x)] = r })
+	t.update(func() {
+		t.handles[rtKey(w, x)] = r
+		t.holds[rtKey(w, x)] = scenario.Holding{Known: true, Value: strconv.FormatInt(v, 10), Fail: fail}
+	})
 	return nil
 }
 
 func (t *rtTarget) Pass(w, to, x, y string) error {
 	t.calls++
 	fn := fmt.Sprintf("__pass_%d", t.calls)
+	holds := t.holding(w, x) // what travels: x may be bound again before it arrives
 	worker.Register(t.byName[to], fn, func(ctx context.Context, got *worker.RRef[int]) (int, error) {
 		kept := got.Keep()
-		t.update(func() { t.handles[rtKey(to, y)] = kept })
+		t.update(func() {
+			t.handles[rtKey(to, y)] = kept
+			t.holds[rtKey(to, y)] = holds
+		})
 		return 0, nil
 	})
 	// Go sends the call now, so a release on the next line comes after.
@@ -166,19 +183,22 @@ func (t *rtTarget) Pass(w, to, x, y string) error {
 func (t *rtTarget) Return(w, caller, x, y string) error {
 	t.calls++
 	fn := fmt.Sprintf("__return_%d", t.calls)
-	r := t.handle(w, x)
+	r, holds := t.handle(w, x), t.holding(w, x)
 	worker.Register(t.byName[w], fn, func(ctx context.Context, _ int) (*worker.RRef[int], error) { return r.Clone() })
 	got, err := worker.Call[*worker.RRef[int]](t.ctx, t.byName[caller], w, fn, 0)
 	if err != nil {
 		return err
 	}
-	t.update(func() { t.handles[rtKey(caller, y)] = got })
+	t.update(func() {
+		t.handles[rtKey(caller, y)] = got
+		t.holds[rtKey(caller, y)] = holds
+	})
 	return nil
 }
 
 func (t *rtTarget) Fetch(w, x string) error {
 	k := rtKey(w, x)
-	f := &scenario.Fetched{Issued: true}
+	f := &scenario.Fetched{Issued: true, Holds: t.holding(w, x)}
 	t.update(func() { t.fetches[k] = f })
 	fut := t.handle(w, x).Fetch(t.ctx) // issued now: a release on the next line comes after
 	go func() {
@@ -334,7 +354,7 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 		return &Violation{Invariant: "runtime", Detail: err.Error()}
 	}
 	t := &rtTarget{ws: ws, byName: map[string]*worker.Worker{}, ctx: context.Background(), changed: make(chan struct{}),
-		dead: map[string]bool{}, handles: map[string]*worker.RRef[int]{}, gone: map[string]bool{}, fetches: map[string]*scenario.Fetched{}}
+		dead: map[string]bool{}, handles: map[string]*worker.RRef[int]{}, holds: map[string]scenario.Holding{}, gone: map[string]bool{}, fetches: map[string]*scenario.Fetched{}}
 	for _, w := range ws {
 		t.byName[w.Name()] = w
 		worker.Register(w, "identity", func(ctx context.Context, v int) (int, error) { return v, nil })

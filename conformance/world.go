@@ -45,6 +45,7 @@ type handleKey struct {
 }
 
 type progHandle struct {
+	key      handleKey // set in a fetch's copy of the handle
 	id       core.HandleID
 	released bool
 	rref     RRefID
@@ -53,13 +54,19 @@ type progHandle struct {
 	timedOut bool
 }
 
+// fetchState is a fetch the program issued (the last of each handle name
+// is kept for expectations), with the handle it was issued on: a name may
+// be bound again while the fetch is in flight.
 type fetchState struct {
 	done        bool
 	value       []byte
 	err         rref.ErrorKind
 	liveAtIssue bool
 	timedOut    bool
+	issued      progHandle // the handle as it was when the fetch was issued
+	holds       scenario.Holding
 }
+
 
 // travelling is a handle on its way to a program: passed or returned, not yet bound.
 type travelling struct {
@@ -116,7 +123,7 @@ func (m *monitor) clone() *monitor {
 type runState struct {
 	handles  map[handleKey]*progHandle
 	fetches  map[handleKey]*fetchState
-	fetchIDs map[[2]uint64]handleKey // (worker, fetch id)
+	fetchIDs map[[2]uint64]*fetchState // (worker, fetch id) -> the fetch, until answered
 	returns  map[[2]uint64]string    // (caller, call id) -> name of the returned handle
 	travel   map[ForkID]travelling   // passed or returned handles not yet bound
 	dups     []dupRule
@@ -125,7 +132,7 @@ type runState struct {
 
 func newRunState() *runState {
 	return &runState{handles: map[handleKey]*progHandle{}, fetches: map[handleKey]*fetchState{},
-		fetchIDs: map[[2]uint64]handleKey{}, returns: map[[2]uint64]string{}, travel: map[ForkID]travelling{}}
+		fetchIDs: map[[2]uint64]*fetchState{}, returns: map[[2]uint64]string{}, travel: map[ForkID]travelling{}}
 }
 
 func (p *runState) clone() *runState {
@@ -138,7 +145,17 @@ func (p *runState) clone() *runState {
 		ff := *f
 		n.fetches[k] = &ff
 	}
-	n.fetchIDs = maps.Clone(p.fetchIDs)
+	// An in-flight fetch is the copy's own too: the last of each name is
+	// the one in n.fetches, an older one a copy of its own.
+	n.fetchIDs = make(map[[2]uint64]*fetchState, len(p.fetchIDs))
+	for id, f := range p.fetchIDs {
+		if last := p.fetches[f.issued.key]; last == f {
+			n.fetchIDs[id] = n.fetches[f.issued.key]
+		} else {
+			ff := *f
+			n.fetchIDs[id] = &ff
+		}
+	}
 	n.returns = maps.Clone(p.returns)
 	n.travel = maps.Clone(p.travel)
 	n.dups = slices.Clone(p.dups)
@@ -413,14 +430,20 @@ func (w *World) Fetch(wn, x string) error {
 	wid := w.ids[wn]
 	k := handleKey{wid, x}
 	h := w.p.handles[k]
-	f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut}
+	f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut, issued: *h}
+	f.issued.key = k
+	if want, ok := w.mon.values[h.rref]; ok {
+		f.holds = scenario.Holding{Known: true, Value: string(valueBytes(want))}
+	} else if w.mon.failing[h.rref] {
+		f.holds = scenario.Holding{Known: true, Fail: true}
+	}
 	id := h.id
 	if h.released {
 		id = 0 // a released handle: the core answers deleted at once
 	}
 	w.pw().fetches[k] = f
 	fid := w.core(wid).Fetch(id)
-	w.pw().fetchIDs[[2]uint64{uint64(wid), fid}] = k
+	w.pw().fetchIDs[[2]uint64{uint64(wid), fid}] = f
 	w.drain(wid)
 	return nil
 }
@@ -483,7 +506,7 @@ func (w *World) Fetched(wn, x string) scenario.Fetched {
 	if f == nil {
 		return scenario.Fetched{}
 	}
-	out := scenario.Fetched{Issued: true, Done: f.done}
+	out := scenario.Fetched{Issued: true, Done: f.done, Holds: f.holds}
 	if f.done {
 		if f.err == rref.ErrorKindNone {
 			out.Value = string(f.value)
@@ -689,16 +712,15 @@ func (w *World) run(id WorkerID, run core.Run) {
 }
 
 func (w *World) fetched(id WorkerID, fr core.FetchResult) {
-	k, ok := w.p.fetchIDs[[2]uint64{uint64(id), fr.FetchID}]
-	if !ok {
+	if _, ok := w.p.fetchIDs[[2]uint64{uint64(id), fr.FetchID}]; !ok {
 		return
 	}
 	p := w.pw()
+	f := p.fetchIDs[[2]uint64{uint64(id), fr.FetchID}]
 	delete(p.fetchIDs, [2]uint64{uint64(id), fr.FetchID})
-	f := p.fetches[k]
 	f.done, f.value, f.err = true, fr.Value, fr.Err
-	h := w.p.handles[k]
-	where := fmt.Sprintf("%s's fetch of %s", w.name(id), k.name)
+	h := &f.issued // checked against the handle it was issued on, not the name's binding now
+	where := fmt.Sprintf("%s's fetch of %s", w.name(id), h.key.name)
 	switch fr.Err {
 	case rref.ErrorKindNone:
 		want, known := w.mon.values[h.rref]

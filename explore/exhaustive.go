@@ -31,40 +31,52 @@ func (h hasher) key(b []byte) stateKey {
 // a power of two, to pick a shard by mask.
 const memoShards = 64
 
-// memo maps each fully explored state to the number of complete schedules
-// from it. The counts are a function of the state alone, so workers that
-// compute one twice store the same number.
+// memo maps each state entered to what its exploration found: once done,
+// the number of complete schedules from it and the length of the longest.
+// Both are functions of the state alone (in a graph with no cycle), so
+// workers that explore one state twice store the same numbers. Its size is
+// the number of distinct states entered, which the state bound counts.
 type memo struct {
 	shards [memoShards]struct {
 		sync.Mutex
-		m map[stateKey]float64
+		m map[stateKey]memoEntry
 	}
 	size atomic.Int64
+}
+
+type memoEntry struct {
+	schedules float64
+	height    int32 // steps in the longest schedule from the state
+	done      bool  // explored; otherwise only entered, by some worker
 }
 
 func newMemo() *memo {
 	m := &memo{}
 	for i := range m.shards {
-		m.shards[i].m = map[stateKey]float64{}
+		m.shards[i].m = map[stateKey]memoEntry{}
 	}
 	return m
 }
 
-func (m *memo) get(k stateKey) (float64, bool) {
+// enter records that k is being explored; the result is its entry if it
+// was explored already.
+func (m *memo) enter(k stateKey) (memoEntry, bool) {
 	s := &m.shards[k[0]&(memoShards-1)]
 	s.Lock()
-	n, ok := s.m[k]
-	s.Unlock()
-	return n, ok
-}
-
-func (m *memo) put(k stateKey, n float64) {
-	s := &m.shards[k[0]&(memoShards-1)]
-	s.Lock()
-	if _, ok := s.m[k]; !ok {
-		s.m[k] = n
+	e, ok := s.m[k]
+	if !ok {
+		s.m[k] = memoEntry{}
 		m.size.Add(1)
 	}
+	s.Unlock()
+	return e, e.done
+}
+
+func (m *memo) put(k stateKey, e memoEntry) {
+	s := &m.shards[k[0]&(memoShards-1)]
+	s.Lock()
+	e.done = true
+	s.m[k] = e
 	s.Unlock()
 }
 
@@ -83,16 +95,16 @@ type search[M Model[M]] struct {
 	hash  hasher
 	memo  *memo
 
-	stop    atomic.Bool  // a violation or a bound: every worker unwinds
-	visited atomic.Int64 // states entered and not found in the memo: the state bound counts these
-	cyclic  atomic.Bool
-	steps   atomic.Int64 // transitions taken, by every worker
+	stop   atomic.Bool // a violation or a bound: every worker unwinds
+	cyclic atomic.Bool
+	steps  atomic.Int64 // transitions taken, by every worker
 
 	mu        sync.Mutex // guards the fields below
 	failed    bool
 	failing   []int // the first failing schedule found
 	truncated string
 	reported  time.Duration // when Progress was last told
+	lastGC    time.Time     // when overMemory last collected
 }
 
 // halt stops the search for a bound; the first reason given is kept.
@@ -124,7 +136,7 @@ func (w *worker[M]) checkBounds(depth int) bool {
 		s.halt(fmt.Sprintf("depth bound %d reached", s.opt.MaxDepth))
 		return false
 	}
-	if int(s.visited.Add(1)) > s.opt.MaxStates {
+	if int(s.memo.size.Load()) > s.opt.MaxStates {
 		s.halt(fmt.Sprintf("state bound %d reached", s.opt.MaxStates))
 		return false
 	}
@@ -138,7 +150,7 @@ func (w *worker[M]) checkBounds(depth int) bool {
 		return true
 	}
 	w.sinceCheck, w.lastCheck = 0, now
-	if heapBytes() > s.opt.MaxMemory {
+	if heapBytes() > s.opt.MaxMemory && s.overMemory() {
 		s.halt(fmt.Sprintf("memory bound %d MiB reached", s.opt.MaxMemory>>20))
 		return false
 	}
@@ -152,6 +164,24 @@ func (w *worker[M]) checkBounds(depth int) bool {
 	}
 	return true
 }
+
+// overMemory is called when the heap holds more than the bound: it
+// collects, so that garbage does not count, and reports whether what is
+// live still exceeds it. It collects at most once per gcEvery.
+func (s *search[M]) overMemory() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.lastGC) < gcEvery {
+		return false
+	}
+	runtime.GC()
+	s.lastGC = time.Now()
+	return heapBytes() > s.opt.MaxMemory
+}
+
+// gcEvery spaces the collections a search forces when its heap is over
+// the memory bound: a collection of a large heap takes a while.
+const gcEvery = time.Second
 
 // heapBytes is the live and not yet swept heap, as the GC accounts it.
 func heapBytes() uint64 {
@@ -179,41 +209,47 @@ type worker[M Model[M]] struct {
 	lastCheck  time.Duration
 }
 
-func (w *worker[M]) dfs(m M, depth int) float64 {
+func (w *worker[M]) dfs(m M, depth int) memoEntry {
 	s := w.s
 	if s.stop.Load() {
-		return 0
+		return memoEntry{}
 	}
 	if m.Violation() != nil {
 		s.fail(w.path)
-		return 0
+		return memoEntry{}
 	}
 	w.buf = m.AppendState(w.buf[:0])
 	k := s.hash.key(w.buf)
-	if n, ok := s.memo.get(k); ok {
-		return n
-	}
 	if w.onPath[k] {
 		s.cyclic.Store(true)
-		return 0
+		return memoEntry{}
+	}
+	if e, done := s.memo.enter(k); done {
+		// Explored from another path: its longest schedule from here must
+		// fit the depth bound from this one too.
+		if depth+int(e.height) > s.opt.MaxDepth {
+			s.halt(fmt.Sprintf("depth bound %d reached", s.opt.MaxDepth))
+		}
+		return e
 	}
 	if !w.checkBounds(depth) {
-		return 0
+		return memoEntry{}
 	}
 	choices := m.Choices()
 	if len(choices) == 0 {
 		m.CheckEnd()
 		if m.Violation() != nil {
 			s.fail(w.path)
-			return 0
+			return memoEntry{}
 		}
-		s.memo.put(k, 1)
-		return 1
+		e := memoEntry{schedules: 1}
+		s.memo.put(k, e)
+		return e
 	}
 	order := w.order(len(choices))
 	w.onPath[k] = true
 	defer delete(w.onPath, k)
-	var total float64
+	var total memoEntry
 	for i, pos := range order {
 		// The last choice steps m itself: nothing reads m after it, and a
 		// state with one choice then costs no copy at all.
@@ -224,11 +260,13 @@ func (w *worker[M]) dfs(m M, depth int) float64 {
 		n.Step(choices[pos])
 		s.steps.Add(1)
 		w.path = append(w.path, pos)
-		total += w.dfs(n, depth+1)
+		e := w.dfs(n, depth+1)
 		w.path = w.path[:len(w.path)-1]
 		if s.stop.Load() {
-			return 0 // a bound stops the siblings too, not only the branch
+			return memoEntry{} // a bound stops the siblings too, not only the branch
 		}
+		total.schedules += e.schedules
+		total.height = max(total.height, e.height+1)
 	}
 	s.memo.put(k, total)
 	return total
@@ -273,7 +311,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 			if !s.stop.Load() {
 				// This worker covered the whole graph: the others only
 				// duplicate what it did.
-				once.Do(func() { r.Schedules = total })
+				once.Do(func() { r.Schedules = total.schedules })
 				s.stop.Store(true)
 			}
 		}()
@@ -282,9 +320,13 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	r.States = int(s.memo.size.Load())
 	r.Cyclic = s.cyclic.Load()
 	r.Transitions = s.steps.Load()
-	// A search stopped short has finished fewer states than it entered:
-	// it reports those it entered (workers may have entered one twice).
-	entered := int(min(s.visited.Load(), int64(opt.MaxStates)))
+	// A search stopped short reports the distinct states it entered.
+	entered := int(min(s.memo.size.Load(), int64(opt.MaxStates)))
+	if r.Cyclic {
+		// Schedules that go round a cycle are infinitely many, and which
+		// back edges a search meets depends on its order: no count.
+		r.Schedules = 0
+	}
 	if s.failed {
 		r.States = entered
 		r.Schedules = 0

@@ -97,13 +97,15 @@ const ProgressEvery = 2 * time.Second
 // Options bound an exploration.
 type Options struct {
 	Mode      Mode
-	MaxStates int           // exhaustive: distinct states before giving up (0: DefaultMaxStates)
+	MaxStates int           // exhaustive: distinct states entered before giving up (0: DefaultMaxStates)
 	MaxDepth  int           // steps in one schedule (0: DefaultMaxDepth)
-	MaxMemory uint64        // live heap bytes before giving up (0: DefaultMaxMemory)
+	MaxMemory uint64        // live heap bytes (after a collection) before giving up (0: DefaultMaxMemory)
 	Timeout   time.Duration // the whole search (0: none)
 	Seed      int64         // random and pct: the first walk's seed
 	Walks     int           // random and pct: how many schedules (0: DefaultWalks)
 	Depth     int           // pct: change points (0: DefaultPCTDepth)
+	// A walk longer than MaxDepth stops the walks as incomplete (Truncated),
+	// with its seed: the model may run forever, or need a larger bound.
 	// Workers is how many goroutines an exhaustive search runs on (0: one;
 	// a negative number: one per CPU). Verdicts and counts do not depend
 	// on it; only which of several failing schedules is found first may.
@@ -149,8 +151,8 @@ type Result struct {
 	Seed        int64    // the walk's seed, for random and pct failures
 	Truncated   string   // why exploration stopped early, if it did: the result is then incomplete
 	// Cyclic reports that a step led back to a state on the path to it:
-	// every state was still explored, but Schedules leaves out the
-	// schedules that go round a cycle (there are infinitely many).
+	// every state was still explored, but schedules that go round a cycle
+	// are infinitely many, so Schedules is 0 (not counted).
 	Cyclic bool
 }
 

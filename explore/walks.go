@@ -23,8 +23,13 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 			gather = nil // the walks go on; only the count of distinct states stops
 		}
 		seed := opt.Seed + int64(i)
-		path, v := walk(start, opt, seed, hash, gather, &buf)
+		path, v, long := walk(start, opt, seed, hash, gather, &buf)
 		r.Schedules++
+		if long {
+			r.Truncated = fmt.Sprintf("walk %d (seed %d) ran past the depth bound %d: the run may never end", i+1, seed, opt.MaxDepth)
+			r.Seed, r.Schedule = seed, path
+			break
+		}
 		if v != nil {
 			res := Replay(start, path)
 			r.Violation, r.Trace, r.Schedule, r.Seed = res.Violation, res.Trace, path, seed
@@ -37,8 +42,9 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 
 // walk runs one schedule. PCT gives every event a random priority when first
 // seen, always takes the highest, and at Depth random steps demotes the top.
-// seen, when not nil, gathers the states passed through.
-func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen map[stateKey]bool, buf *[]byte) ([]int, *Violation) {
+// seen, when not nil, gathers the states passed through. long reports a
+// walk stopped by the depth bound.
+func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen map[stateKey]bool, buf *[]byte) (path []int, v *Violation, long bool) {
 	rng := rand.New(rand.NewSource(seed))
 	m := start()
 	prio := map[string]float64{}
@@ -46,7 +52,6 @@ func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen
 	for i := 0; i < opt.Depth; i++ {
 		changes[rng.Intn(pctHorizon)] = true
 	}
-	var path []int
 	for step := 0; step < opt.MaxDepth; step++ {
 		if seen != nil {
 			*buf = m.AppendState((*buf)[:0])
@@ -55,7 +60,7 @@ func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen
 		choices := m.Choices()
 		if len(choices) == 0 {
 			m.CheckEnd()
-			return path, m.Violation()
+			return path, m.Violation(), false
 		}
 		pos := rng.Intn(len(choices))
 		if opt.Mode == PCT {
@@ -78,10 +83,10 @@ func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen
 		path = append(path, pos)
 		m.Step(choices[pos])
 		if v := m.Violation(); v != nil {
-			return path, v
+			return path, v, false
 		}
 	}
-	return path, &Violation{Invariant: "L1", Detail: fmt.Sprintf("schedule longer than %d steps: the run does not end", opt.MaxDepth)}
+	return path, nil, true
 }
 
 // pctHorizon is the range PCT draws its change points from: about the

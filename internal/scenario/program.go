@@ -36,12 +36,25 @@ type Target interface {
 	Unclean() string // a live worker that still holds anything, described; "" if none
 }
 
-// Fetched is the outcome of a worker's last fetch of a handle.
+// Fetched is the outcome of a worker's last fetch of a handle, with what
+// the handle it was issued on holds, as the target knows it: a name may be
+// bound again (a passed handle arrives under a name in use), so only the
+// target can say which value the fetch must return.
 type Fetched struct {
 	Issued bool
 	Done   bool
 	Value  string // the value's decimal text, when it succeeded
 	Kind   string // the error kind (one of ErrorKinds, or another the target saw); "" on success
+
+	Holds Holding // what the fetched handle holds
+}
+
+// Holding is what a handle holds: a value made by new or remote, or the
+// failure of a remote's function.
+type Holding struct {
+	Known bool
+	Value string // decimal text
+	Fail  bool   // the remote's function failed: a fetch must raise a user error
 }
 
 func (f Fetched) String() string {
@@ -89,42 +102,15 @@ func Exec(t Target, c *Cmd) error {
 	return nil
 }
 
-// expected is what a fetch of a handle must give when it succeeds.
-type expected struct {
-	value string // decimal text
-	fail  bool   // made by a remote call of the failing function: a user error
-	known bool
-}
-
 // Program is one run of a scenario: the next command to run. Its state is
 // pc alone, so a model that copies its states copies it by value.
 type Program struct {
-	sc  *Scenario
-	pc  int
-	exp []expected // index: command; for a fetch, what its handle holds
+	sc *Scenario
+	pc int
 }
 
 // NewProgram starts a run of sc.
-func NewProgram(sc *Scenario) Program {
-	p := Program{sc: sc, exp: make([]expected, len(sc.Cmds))}
-	// What each handle holds is fixed by the program text: a value is made
-	// by new or remote and travels unchanged by pass and return.
-	holds := map[[2]string]expected{}
-	for i, c := range sc.Cmds {
-		k := [2]string{c.W, c.X}
-		switch c.Op {
-		case OpNew:
-			holds[k] = expected{value: strconv.FormatInt(c.Value, 10), known: true}
-		case OpRemote:
-			holds[k] = expected{value: strconv.FormatInt(c.Value, 10), fail: c.Fail, known: true}
-		case OpPass, OpReturn:
-			holds[[2]string{c.V, c.Y}] = holds[k]
-		case OpFetch:
-			p.exp[i] = holds[k]
-		}
-	}
-	return p
-}
+func NewProgram(sc *Scenario) Program { return Program{sc: sc} }
 
 // PC is the index of the next command; len(Cmds) when all have run.
 func (p *Program) PC() int { return p.pc }
@@ -227,8 +213,8 @@ func (p *Program) expect(t Target, c *Cmd) *explore.Violation {
 
 // End runs the program's checks when nothing more can happen: every
 // command ran (L1), every fetch a live worker issued completed (L1), and
-// every fetch that succeeded gave the value its handle holds, a user error
-// only for a failing function (S4).
+// every fetch that succeeded gave the value the handle it was issued on
+// holds, a user error only for a failing function (S4).
 func (p *Program) End(t Target) *explore.Violation {
 	if c := p.Next(); c != nil || t.Busy() != "" {
 		last := p.sc.Cmds[min(p.pc, len(p.sc.Cmds)-1)]
@@ -248,16 +234,16 @@ func (p *Program) End(t Target) *explore.Violation {
 		if !f.Done {
 			return &explore.Violation{Invariant: rref.InvariantL1, Line: c.Line, Detail: fmt.Sprintf("%s's fetch of %s never completed", c.W, c.X)}
 		}
-		exp := p.exp[i]
+		h := f.Holds
 		switch {
-		case !exp.known:
-		case f.Kind == "" && (exp.fail || f.Value != exp.value):
+		case !h.Known:
+		case f.Kind == "" && (h.Fail || f.Value != h.Value):
 			want := "a user error"
-			if !exp.fail {
-				want = "value " + exp.value
+			if !h.Fail {
+				want = "value " + h.Value
 			}
 			return &explore.Violation{Invariant: rref.InvariantS4, Line: c.Line, Detail: fmt.Sprintf("%s's fetch of %s returned %s, want %s", c.W, c.X, f.Value, want)}
-		case f.Kind == "user" && !exp.fail:
+		case f.Kind == "user" && !h.Fail:
 			return &explore.Violation{Invariant: rref.InvariantS4, Line: c.Line, Detail: fmt.Sprintf("%s's fetch of %s raised a user error, but the function succeeded", c.W, c.X)}
 		}
 	}

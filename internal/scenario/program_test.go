@@ -132,41 +132,35 @@ func TestExpectations(t *testing.T) {
 }
 
 // TestEndChecks: the program's own end checks: commands left (L1), a live
-// worker's fetch never completed (L1), a value other than the one its
-// handle holds (S4), a user error where the function succeeded (S4), and a
-// value where it failed (S4). The handle's value travels by pass and return.
+// worker's fetch never completed (L1), a value other than the one the
+// fetched handle holds (S4), a user error where the function succeeded
+// (S4), and a value where it failed (S4). What a handle holds is the
+// target's to say: a name may be bound again.
 func TestEndChecks(t *testing.T) {
-	src := "workers A B C\nremote A B x 5\npass A C x y\nreturn C A y z\nfetch A z\nremote A B f fail\nfetch A f\n"
-	run := func(z, fz Fetched) Program {
-		p := program(t, src)
-		f := newFake()
-		f.holds["Ax"], f.holds["Cy"], f.holds["Af"] = true, true, true
-		for !p.Done() {
-			if !p.Ready(f) {
-				f.holds["Az"] = true
-			}
-			if v := p.Step(f); v != nil {
-				t.Fatal(v)
-			}
-		}
-		f.fetched["Az"], f.fetched["Af"] = z, fz
-		return p
-	}
-	ok := Fetched{Done: true, Value: "5"}
-	userErr := Fetched{Done: true, Kind: "user"}
+	src := "workers A B\nremote A B z 5\nfetch A z\nremote A B f fail\nfetch A f\n"
+	five := Holding{Known: true, Value: "5"}
+	failing := Holding{Known: true, Fail: true}
+	ok := Fetched{Done: true, Value: "5", Holds: five}
+	userErr := Fetched{Done: true, Kind: "user", Holds: failing}
 	cases := []struct {
 		z, f Fetched
 		want string
 	}{
 		{ok, userErr, ""},
-		{Fetched{Issued: true}, userErr, "L1"},
-		{Fetched{Done: true, Value: "6"}, userErr, "S4"},
-		{userErr, userErr, "S4"},
-		{ok, Fetched{Done: true, Value: "0"}, "S4"},
+		{Fetched{Issued: true, Holds: five}, userErr, "L1"},
+		{Fetched{Done: true, Value: "6", Holds: five}, userErr, "S4"},
+		{Fetched{Done: true, Kind: "user", Holds: five}, userErr, "S4"},
+		{ok, Fetched{Done: true, Value: "0", Holds: failing}, "S4"},
+		{Fetched{Done: true, Value: "6"}, userErr, ""}, // the target knows nothing of it: no check
 	}
 	for _, tc := range cases {
-		p := run(tc.z, tc.f)
+		p := program(t, src)
 		f := newFake()
+		for !p.Done() {
+			if v := p.Step(f); v != nil {
+				t.Fatal(v)
+			}
+		}
 		f.fetched["Az"], f.fetched["Af"] = tc.z, tc.f
 		v := p.End(f)
 		if (v == nil) != (tc.want == "") || v != nil && v.Invariant != tc.want {

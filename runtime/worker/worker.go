@@ -376,6 +376,11 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 		ob.mu.Unlock()
 		for _, f := range frames {
 			err := conn.Send(w.ctx, f)
+			if err == nil {
+				// Counted before it leaves sending: the barriers, which
+				// read both, never see a frame in neither.
+				w.countFrame(true, to, f)
+			}
 			ob.mu.Lock()
 			ob.sending--
 			ob.mu.Unlock()
@@ -385,7 +390,6 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 				}
 				return
 			}
-			w.countFrame(true, to, f)
 		}
 	}
 }
