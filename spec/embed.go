@@ -17,3 +17,22 @@ var RRefSource []byte
 // RRef parses the embedded RRef spec. It cannot fail in a released build: a test
 // checks the embedded spec.
 func RRef() (*Protocol, error) { return Parse(RRefPath, RRefSource) }
+
+// GroupPath is the group protocol's spec (the hello and the shutdown
+// barrier the runtime's members speak beside RRef).
+const GroupPath = "spec/group.rspec"
+
+// GroupSource is the group protocol's spec.
+//
+//go:embed group.rspec
+var GroupSource []byte
+
+// Group parses the embedded group spec.
+func Group() (*Protocol, error) { return Parse(GroupPath, GroupSource) }
+
+// Embedded are the project's own specs, as path and source, RRef first:
+// what rrefgen gen and check work on when no spec is named.
+var Embedded = []struct {
+	Path   string
+	Source []byte
+}{{RRefPath, RRefSource}, {GroupPath, GroupSource}}

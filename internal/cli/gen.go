@@ -33,16 +33,21 @@ func (env *Env) abs(p string) string {
 	return filepath.Join(env.Dir, p)
 }
 
-// loadSpecs parses the named specs, or the embedded RRef spec when none is named.
+// loadSpecs parses the named specs, or the project's own (spec.Embedded)
+// when none is named.
 // Parse errors are printed; ok is false when any spec is invalid.
 func loadSpecs(env *Env, names []string, opt spec.Options) ([]*spec.Protocol, bool) {
 	if len(names) == 0 {
-		p, err := spec.ParseWith(spec.RRefPath, spec.RRefSource, opt)
-		if err != nil {
-			fmt.Fprintln(env.Stderr, err)
-			return nil, false
+		var out []*spec.Protocol
+		for _, e := range spec.Embedded {
+			p, err := spec.ParseWith(e.Path, e.Source, opt)
+			if err != nil {
+				fmt.Fprintln(env.Stderr, err)
+				return nil, false
+			}
+			out = append(out, p)
 		}
-		return []*spec.Protocol{p}, true
+		return out, true
 	}
 	var out []*spec.Protocol
 	ok := true
@@ -94,7 +99,8 @@ func runGen(env *Env, args []string) int {
 	fs := newFlags(env, "gen", "[-check] [-out DIR -pkg PATH] [spec ...]", `
 Generates one Go package per spec: message structs and codecs, frames and a
 decoder, state machines, diagrams (DOT, Mermaid) and a PROTOCOL.md page.
-With no spec named, generates the embedded RRef spec into generated/rref of
+With no spec named, generates the project's own specs (RRef, and the group
+protocol the runtime speaks beside it) into generated/<protocol> of
 the module that holds the working folder. With -check, writes nothing, prints
 a diff of every stale file and exits 1 when the output is not up to date.`)
 	check := fs.Bool("check", false, "compare instead of writing; exit 1 when stale")
@@ -247,7 +253,7 @@ func Stale(dir string, files []gen.File) ([]string, error) {
 func runCheck(env *Env, args []string) int {
 	fs := newFlags(env, "check", "[spec ...]", `
 Parses and validates each spec and reports every problem with file:line:col.
-With no spec named, checks the embedded RRef spec.`)
+With no spec named, checks the project's own specs (RRef, group).`)
 	initialisms := initialismsFlag(fs)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st

@@ -2,8 +2,8 @@ package worker
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
+	groupwire "github.com/rrefkit/rref/generated/group"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -26,13 +26,13 @@ func hostileMember(t *testing.T, ctx context.Context, peers []Peer, transport st
 		} else {
 			c, err = dialRetry(ctx, peers[j].Addr, secret, fifo.Config{})
 			if err == nil {
-				err = c.Send(ctx, binary.LittleEndian.AppendUint32(nil, uint32(me)))
+				err = c.Send(ctx, groupwire.AppendFrame(nil, &groupwire.Hello{Member: uint32(me)}))
 			}
 		}
 		if err != nil {
 			t.Fatalf("the hostile member's link to %s: %v", peers[j].Name, err)
 		}
-		if err := c.Send(ctx, []byte{readyTag}); err != nil {
+		if err := c.Send(ctx, readyFrame); err != nil {
 			t.Fatal(err)
 		}
 		conns[j] = c

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	groupwire "github.com/rrefkit/rref/generated/group"
 	"github.com/rrefkit/rref/genrt"
 	"github.com/rrefkit/rref/runtime/core"
 )
@@ -26,11 +27,11 @@ import (
 // four-counter termination detection: a frame in flight, or a worker made
 // busy between two reports, changes a count or a flag between the rounds.
 //
-// Reports travel as frames of their own on the same connections: a first
-// byte that no protocol frame has (those start with the frame version).
+// Reports travel as frames of the group protocol (spec/group.rspec,
+// generated/group) on the same connections: their first byte, the group's
+// frame version, is one no RRef frame starts with.
 
 const (
-	barrierTag      = 0xB7
 	barrierInterval = 2 * time.Millisecond
 	// barrierFanout is how many peers a report round may reach per
 	// barrierInterval: every member reports to every other, n² frames a
@@ -75,64 +76,48 @@ func (b *barrier) snapshot() counts {
 	return c
 }
 
+// appendBarrier appends r as a group protocol frame (spec/group.rspec),
+// through the report's own generated encoder: the frame's interface would
+// make the report escape to the heap.
 func appendBarrier(b []byte, r barrierReport) []byte {
-	b = append(b, barrierTag)
-	b = genrt.AppendUvarint(b, r.round)
-	idle := byte(0)
-	if r.idle {
-		idle = 1
-	}
-	b = append(b, idle)
-	b = genrt.AppendUvarint(b, uint64(len(r.sent)))
-	for i := range r.sent {
-		b = genrt.AppendUvarint(b, r.sent[i])
-		b = genrt.AppendUvarint(b, r.taken[i])
-	}
-	return b
+	m := groupwire.BarrierReport{Round: r.round, Idle: r.idle, Sent: r.sent, Taken: r.taken}
+	b = append(b, groupwire.FrameVersion)
+	b = genrt.AppendUvarint(b, uint64(groupwire.CodeBarrierReport))
+	return groupwire.AppendBarrierReport(b, &m)
 }
 
 var errBadBarrier = errors.New("worker: malformed shutdown barrier report")
 
+// consumeBarrier decodes a report of a group of members.
 func consumeBarrier(b []byte, members int) (barrierReport, error) {
-	var r barrierReport
-	if len(b) < 1 || b[0] != barrierTag {
-		return r, errBadBarrier
+	code, body, err := groupwire.DecodeHeader(b, &genrt.DefaultLimits)
+	if err != nil {
+		return barrierReport{}, fmt.Errorf("%w: %w", errBadBarrier, err)
 	}
-	b = b[1:]
-	next := func() (uint64, bool) {
-		v, n, err := genrt.ConsumeUvarint(b) // canonical varints only
-		if err != nil {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
+	if code != groupwire.CodeBarrierReport {
+		return barrierReport{}, fmt.Errorf("%w: a %v frame", errBadBarrier, code)
 	}
-	var ok bool
-	if r.round, ok = next(); !ok || len(b) < 1 || b[0] > 1 {
-		return r, errBadBarrier
+	m, n, err := groupwire.ConsumeBarrierReport(body, &genrt.DefaultLimits)
+	if err == nil && n != len(body) {
+		err = fmt.Errorf("%d trailing bytes", len(body)-n)
 	}
-	r.idle, b = b[0] == 1, b[1:]
-	if n, ok := next(); !ok || n != uint64(members) {
-		return r, fmt.Errorf("%w: counts for %d members, the group has %d", errBadBarrier, n, members)
+	if err != nil {
+		return barrierReport{}, fmt.Errorf("%w: %w", errBadBarrier, err)
 	}
-	r.sent, r.taken = make([]uint64, members), make([]uint64, members)
-	for i := 0; i < members; i++ {
-		s, ok1 := next()
-		t, ok2 := next()
-		if !ok1 || !ok2 {
-			return r, errBadBarrier
-		}
-		r.sent[i], r.taken[i] = s, t
+	return reportOf(&m, members)
+}
+
+// reportOf checks a decoded report against the group's size.
+func reportOf(m *groupwire.BarrierReport, members int) (barrierReport, error) {
+	if len(m.Sent) != members || len(m.Taken) != members {
+		return barrierReport{}, fmt.Errorf("%w: counts for %d and %d members, the group has %d", errBadBarrier, len(m.Sent), len(m.Taken), members)
 	}
-	if len(b) != 0 {
-		return r, fmt.Errorf("%w: %d trailing bytes", errBadBarrier, len(b))
-	}
-	return r, nil
+	return barrierReport{round: m.Round, idle: m.Idle, counts: counts{sent: m.Sent, taken: m.Taken}}, nil
 }
 
 // takeBarrier records a peer's report.
-func (w *Worker) takeBarrier(from core.WorkerID, frame []byte) {
-	r, err := consumeBarrier(frame, len(w.names))
+func (w *Worker) takeBarrier(from core.WorkerID, m *groupwire.BarrierReport) {
+	r, err := reportOf(m, len(w.names))
 	if err != nil {
 		w.cfg.Logger.Warn("rref shutdown barrier", "worker", w.name, "from", w.nameOf(from), "err", err)
 		return

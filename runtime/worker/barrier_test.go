@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	groupwire "github.com/rrefkit/rref/generated/group"
 	"strings"
 	"testing"
 	"time"
@@ -56,8 +57,11 @@ func TestBarrierReportRoundTrip(t *testing.T) {
 	if err != nil || got.round != 7 || !got.idle || got.sent[2] != 1<<40 || got.taken[1] != 2 {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	for _, bad := range [][]byte{nil, {barrierTag}, {barrierTag, 1, 2}, {barrierTag, 1, 1, 2, 0, 0, 0, 0},
-		append(appendBarrier(nil, r), 0)} {
+	tag := byte(groupwire.FrameVersion)
+	code := byte(groupwire.CodeBarrierReport)
+	for _, bad := range [][]byte{nil, {tag}, {tag, code, 1, 2}, {tag, code, 1, 1, 2, 0, 0, 0, 0},
+		append(appendBarrier(nil, r), 0), appendBarrier(nil, barrierReport{counts: counts{sent: []uint64{1}, taken: []uint64{1}}}),
+		groupwire.AppendFrame(nil, &groupwire.Hello{})} {
 		if _, err := consumeBarrier(bad, 3); !errors.Is(err, errBadBarrier) {
 			t.Errorf("%x: %v", bad, err)
 		}
@@ -68,7 +72,7 @@ func TestBarrierReportRoundTrip(t *testing.T) {
 // encodes back to the same bytes.
 func FuzzBarrierReport(f *testing.F) {
 	f.Add(appendBarrier(nil, barrierReport{round: 1, idle: true, counts: counts{sent: []uint64{0, 1}, taken: []uint64{2, 0}}}))
-	f.Add([]byte{barrierTag, 0x80})
+	f.Add([]byte{byte(groupwire.FrameVersion), byte(groupwire.CodeBarrierReport), 0x80})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := consumeBarrier(b, 2)
 		if err != nil {

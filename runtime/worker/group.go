@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/fifo"
+	groupwire "github.com/rrefkit/rref/generated/group"
 	"github.com/rrefkit/rref/runtime/core"
 )
 
@@ -164,7 +164,7 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		if err != nil {
 			return fail(fmt.Errorf("worker: connect to %s: %w", peers[j].Name, err))
 		}
-		if err := conn.Send(ctx, binary.LittleEndian.AppendUint32(nil, uint32(me))); err != nil {
+		if err := conn.Send(ctx, groupwire.AppendFrame(nil, &groupwire.Hello{Member: uint32(me)})); err != nil {
 			conn.Close()
 			return fail(fmt.Errorf("worker: introduce this worker to %s: %w", peers[j].Name, err))
 		}
@@ -230,9 +230,9 @@ func (w *Worker) acceptMembers(ctx context.Context, tl *fifo.TCPListener, me, n 
 	return nil
 }
 
-// readyTag starts the frame by which a member says that all of its links
-// are up (see Start): a first byte no protocol frame or barrier report has.
-const readyTag = 0xB8
+// readyFrame is the frame by which a member says that all of its links are
+// up (see Start).
+var readyFrame = groupwire.AppendFrame(nil, &groupwire.Ready{})
 
 // groupReady tells every peer that this worker's links are all up, and
 // waits until every peer has said the same.
@@ -242,7 +242,7 @@ func (w *Worker) groupReady(ctx context.Context) error {
 		if conn == nil {
 			continue
 		}
-		if err := conn.Send(ctx, []byte{readyTag}); err != nil {
+		if err := conn.Send(ctx, readyFrame); err != nil {
 			return fmt.Errorf("worker: tell %s this worker is ready: %w", w.names[i], err)
 		}
 	}
@@ -297,14 +297,18 @@ func readHello(ctx context.Context, conn *fifo.Conn, n int) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if len(b) != 4 {
-		return -1, errors.New("malformed hello")
+	m, err := groupwire.Decode(b, nil)
+	if err != nil {
+		return -1, fmt.Errorf("malformed hello: %w", err)
 	}
-	id := int(binary.LittleEndian.Uint32(b))
-	if id >= n {
+	h, ok := m.(*groupwire.Hello)
+	if !ok {
+		return -1, fmt.Errorf("a %v frame where a hello belongs", m.MessageCode())
+	}
+	if int64(h.Member) >= int64(n) {
 		return -1, errors.New("hello names no member")
 	}
-	return id, nil
+	return int(h.Member), nil
 }
 
 // dialRetry dials until the peer listens or ctx ends: members of a group

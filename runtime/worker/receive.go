@@ -2,12 +2,14 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rrefkit/rref/fifo"
+	groupwire "github.com/rrefkit/rref/generated/group"
 	"github.com/rrefkit/rref/runtime/core"
 )
 
@@ -274,14 +276,9 @@ func (w *Worker) overrun() (busy bool) {
 // barrier report), which the caller counts as taken (w.bar.taken) once it
 // has acted on all the frame produced.
 func (w *Worker) takeFrame(from core.WorkerID, frame []byte, rd *core.Ready) bool {
-	if len(frame) == 1 && frame[0] == readyTag {
+	if len(frame) > 0 && frame[0] == groupwire.FrameVersion {
 		rd.Reset()
-		w.peerReady(from)
-		return false
-	}
-	if len(frame) > 0 && frame[0] == barrierTag {
-		rd.Reset()
-		w.takeBarrier(from, frame)
+		w.takeGroupFrame(from, frame)
 		return false
 	}
 	w.countFrame(false, from, frame)
@@ -345,5 +342,23 @@ func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Con
 		if protocol {
 			w.bar.taken[peer-1].Add(1)
 		}
+	}
+}
+
+// takeGroupFrame acts on a frame of the group protocol (spec/group.rspec):
+// a peer's readiness or barrier report. Anything else there is a peer's
+// mistake, logged and dropped.
+func (w *Worker) takeGroupFrame(from core.WorkerID, frame []byte) {
+	m, err := groupwire.Decode(frame, nil) // rare: a shared Decoder would need a lock
+	switch m := m.(type) {
+	case *groupwire.Ready:
+		w.peerReady(from)
+	case *groupwire.BarrierReport:
+		w.takeBarrier(from, m)
+	default:
+		if err == nil {
+			err = fmt.Errorf("unexpected %v frame", m.MessageCode())
+		}
+		w.cfg.Logger.Warn("rref group frame", "worker", w.name, "from", w.nameOf(from), "err", err)
 	}
 }
