@@ -18,16 +18,29 @@ import (
 // TCP frames. A put carries one message for the receiver to apply to its local
 // image of the sender's ring; credits and rendezvous chunks travel beside the
 // ring and never need ring credits.
+//
+// The frames, little endian, at fixed offsets (the put is on every
+// message's path: fixed fields cost a load each, where the spec
+// language's varints would cost a loop):
+//
+//	put     0 type | 1 pos u64 | 9 seq u32 | 13 len u32 | 17 credit u32 | 21 kind | 22 flags | 23 payload
+//	credit  0 type | 1 consumed u64 | 9
+//	bulk    0 type | 1 id u32 | 5 total u32 | 9 off u32 | 13 n u32 | 17 data
+//	close   0 type | 1
+//	finish  0 type | 1 id u32 | 5
 const (
-	framePut    = 1 // pos u64, seq u32, len u32, credit u32, kind u8, flags u8, payload
-	frameCredit = 2 // consumed u64
-	frameBulk   = 3 // id u32, total u32, off u32, n u32, data
+	framePut    = 1
+	frameCredit = 2
+	frameBulk   = 3
 	frameClose  = 4
-	frameFinish = 5 // id u32: the receiver copied a rendezvous payload out; its slot is free
+	frameFinish = 5 // the receiver copied a rendezvous payload out; its slot is free
 
-	putHeader  = 1 + 8 + 4 + 4 + 4 + 1 + 1
-	bulkHeader = 1 + 4*4
-	bulkChunk  = 256 << 10
+	putPos, putSeq, putLength, putCredit, putKind, putFlags, putHeader = 1, 9, 13, 17, 21, 22, 23
+	creditConsumed, creditFrame                                        = 1, 9
+	bulkID, bulkTotal, bulkOff, bulkLen, bulkHeader                    = 1, 5, 9, 13, 17
+	finishID, finishFrame                                              = 1, 5
+
+	bulkChunk = 256 << 10
 )
 
 type tcpLink struct {
@@ -341,18 +354,18 @@ func (l *tcpLink) frameBuffered() bool {
 			return false
 		}
 		need = putHeader
-		if b[21] != kindPad {
-			need += int(binary.LittleEndian.Uint32(b[13:]))
+		if b[putKind] != kindPad {
+			need += int(binary.LittleEndian.Uint32(b[putLength:]))
 		}
 	case frameCredit:
-		need = 9
+		need = creditFrame
 	case frameBulk:
 		if n < bulkHeader {
 			return false
 		}
-		need = bulkHeader + int(binary.LittleEndian.Uint32(b[13:]))
+		need = bulkHeader + int(binary.LittleEndian.Uint32(b[bulkLen:]))
 	case frameFinish:
-		need = 5
+		need = finishFrame
 	default:
 		return true
 	}
@@ -375,9 +388,9 @@ func (l *tcpLink) readFrame() error {
 		if err != nil {
 			return err
 		}
-		pos := binary.LittleEndian.Uint64(hdr[1:])
-		h := header{seq: binary.LittleEndian.Uint32(hdr[9:]), length: binary.LittleEndian.Uint32(hdr[13:]),
-			credit: binary.LittleEndian.Uint32(hdr[17:]), kind: hdr[21], flags: hdr[22]}
+		pos := binary.LittleEndian.Uint64(hdr[putPos:])
+		h := header{seq: binary.LittleEndian.Uint32(hdr[putSeq:]), length: binary.LittleEndian.Uint32(hdr[putLength:]),
+			credit: binary.LittleEndian.Uint32(hdr[putCredit:]), kind: hdr[putKind], flags: hdr[putFlags]}
 		if pos != l.nextPos || h.seq != l.nextSeq {
 			return &CorruptError{Cell: pos, Why: fmt.Sprintf("sequence gap: put %d at cell %d, expected %d at %d", h.seq, pos, l.nextSeq, l.nextPos)}
 		}
@@ -404,12 +417,12 @@ func (l *tcpLink) readFrame() error {
 		l.br.Discard(putHeader + body)
 		l.nextPos, l.nextSeq = pos+n, seqAfter(l.nextSeq)
 	case frameCredit:
-		f, err := l.br.Peek(9)
+		f, err := l.br.Peek(creditFrame)
 		if err != nil {
 			return err
 		}
-		v := binary.LittleEndian.Uint64(f[1:])
-		l.br.Discard(9)
+		v := binary.LittleEndian.Uint64(f[creditConsumed:])
+		l.br.Discard(creditFrame)
 		for old := l.txCred.Load(); v > old && !l.txCred.CompareAndSwap(old, v); old = l.txCred.Load() {
 		}
 	case frameBulk:
@@ -417,8 +430,8 @@ func (l *tcpLink) readFrame() error {
 		if err != nil {
 			return err
 		}
-		id, total := binary.LittleEndian.Uint32(hdr[1:]), binary.LittleEndian.Uint32(hdr[5:])
-		off, n := binary.LittleEndian.Uint32(hdr[9:]), binary.LittleEndian.Uint32(hdr[13:])
+		id, total := binary.LittleEndian.Uint32(hdr[bulkID:]), binary.LittleEndian.Uint32(hdr[bulkTotal:])
+		off, n := binary.LittleEndian.Uint32(hdr[bulkOff:]), binary.LittleEndian.Uint32(hdr[bulkLen:])
 		if n > bulkChunk {
 			return &CorruptError{Why: fmt.Sprintf("rendezvous chunk of %d bytes", n)}
 		}
@@ -459,12 +472,12 @@ func (l *tcpLink) readFrame() error {
 		l.assembly[id] = buf
 		l.bmu.Unlock()
 	case frameFinish:
-		f, err := l.br.Peek(5)
+		f, err := l.br.Peek(finishFrame)
 		if err != nil {
 			return err
 		}
-		id := binary.LittleEndian.Uint32(f[1:])
-		l.br.Discard(5)
+		id := binary.LittleEndian.Uint32(f[finishID:])
+		l.br.Discard(finishFrame)
 		if !l.finished(id) {
 			return &CorruptError{Why: fmt.Sprintf("finish for rendezvous %d, which is not out", id)}
 		}
