@@ -247,3 +247,66 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "\n..."
 }
+
+// TestEdgeSpecsCompile: the specs check once accepted and gen could not
+// turn into compiling Go, each now generating code that builds, vets and
+// passes its generated tests: lists of u8, bool and a u8 enum; a protocol
+// with no messages; a machine of 300 states; a tree.
+func TestEdgeSpecsCompile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go packages")
+	}
+	states := "machine Big {\nevent go;\n"
+	for i := range 300 {
+		switch i {
+		case 0:
+			states += "start "
+		case 299:
+			states += "final "
+		}
+		states += fmt.Sprintf("state s%d;\n", i)
+	}
+	for i := range 299 {
+		states += fmt.Sprintf("on go: s%d -> s%d;\n", i, i+1)
+	}
+	states += "}\n"
+	specs := map[string]string{
+		"lists":    "protocol lists;\nversion 1;\nenum Small: u8 { a = 1; b = 2; }\nmessage L = 1 { bytes1: []u8; flags: []bool; smalls: []Small; grid: [][]u8; }\n",
+		"nomsg":    "protocol nomsg;\nversion 1;\nmachine M { start state a; final state b; event go; on go: a -> b; }\n",
+		"bigmach":  "protocol bigmach;\nversion 1;\n" + states,
+		"recurse":  "protocol recurse;\nversion 1;\nstruct Node { val: u32; kids: []Node; }\nmessage T = 1 { root: Node; }\n",
+		"emptyels": "protocol emptyels;\nversion 1;\nstruct E { }\nmessage M = 1 { es: []E; }\n",
+	}
+	dir, err := os.MkdirTemp("testdata", "compile-edge-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var pkgs []string
+	for name, src := range specs {
+		p, err := spec.Parse(name+".rspec", []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		files, err := gen.Generate(p, "github.com/rrefkit/rref/gen/"+filepath.ToSlash(filepath.Join(dir, name)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f.Name, ".go") {
+				path := filepath.Join(dir, name, f.Name)
+				os.MkdirAll(filepath.Dir(path), 0o755)
+				if err := os.WriteFile(path, f.Content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		pkgs = append(pkgs, "./"+filepath.ToSlash(filepath.Join(dir, name)))
+	}
+	if out, err := exec.Command("go", append([]string{"vet"}, pkgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("go vet: %s", out)
+	}
+	if out, err := exec.Command("go", append([]string{"test", "-count=1"}, pkgs...)...).CombinedOutput(); err != nil {
+		t.Fatalf("go test: %s", out)
+	}
+}
