@@ -112,6 +112,15 @@ func AppendUvarint(b []byte, v uint64) []byte {
 
 // ConsumeUvarint reads a uvarint, rejecting truncation and encodings past 64 bits.
 func ConsumeUvarint(b []byte) (uint64, int, error) {
+	// One byte, most counts and small numbers: small enough to inline.
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1, nil
+	}
+	return consumeUvarintLong(b)
+}
+
+// consumeUvarintLong is ConsumeUvarint past its one-byte fast path.
+func consumeUvarintLong(b []byte) (uint64, int, error) {
 	var v uint64
 	for i := 0; i < len(b) && i < 10; i++ {
 		c := b[i]
