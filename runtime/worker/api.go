@@ -198,7 +198,7 @@ func (r *RRef[T]) startFetch(ctx context.Context, poll bool) pendingFetch {
 
 func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err error) {
 	w := r.w
-	defer func() { w.metrics.observeFetch(time.Since(pf.start)) }()
+	defer func() { w.counts.observeFetch(time.Since(pf.start)) }()
 	fr, err := await(ctx, w, r.owner, pf.poll, pf.ch, &w.fetches, pf.id)
 	fetchChans.put(pf.ch)
 	if err != nil {

@@ -154,7 +154,7 @@ type Worker struct {
 
 	running   atomic.Int64 // user functions running; Shutdown waits for them
 	jittering atomic.Int64 // messages held back by Config.Jitter
-	metrics   *metrics
+	counts    counters
 	rx        receivers
 	// readyFrom marks the peers that said all their links are up (Start),
 	// and readyNote tells Start that one did.
@@ -184,7 +184,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	w.readies.New = func() any { return new(core.Ready) }
 	w.maxMessage = maxMessageOf(w.cfg.FIFO)
 	w.readyFrom, w.readyNote = make([]atomic.Bool, len(names)), make(chan struct{}, 1)
-	w.metrics = newMetrics(w)
+
 	w.bar = newBarrier(len(names))
 	w.rx = receivers{active: map[*receiver]struct{}{}, wake: make(chan struct{}, 1),
 		polling: make([]atomic.Bool, len(names))}
@@ -402,7 +402,7 @@ func (w *Worker) countFrame(out bool, peer core.WorkerID, frame []byte) {
 	} else {
 		w.stats.bytesIn.Add(uint64(len(frame)))
 	}
-	w.metrics.count(out, frame)
+	w.counts.count(out, frame)
 }
 
 // attach starts the goroutines serving the connection to peer id; frames

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -416,41 +417,25 @@ func TestDefaultCallTimeout(t *testing.T) {
 	close(block)
 }
 
-func TestServeDebug(t *testing.T) {
-	ws := group(t, "A", "B")
-	defer shutdown(t, ws)
-	ctx := ctxT(t)
-	dctx, stop := context.WithCancel(ctx)
-	defer stop()
-	addr, err := ws[0].ServeDebug(dctx, "127.0.0.1:0")
+// TestImportRegistersNothing: a program that imports only the runtime
+// links no metrics library and finds http.DefaultServeMux empty of pprof
+// (observability is package runtime/observe, opted into).
+func TestImportRegistersNothing(t *testing.T) {
+	if _, pattern := http.DefaultServeMux.Handler(&http.Request{Method: "GET", URL: &url.URL{Path: "/debug/pprof/"}}); pattern != "" {
+		t.Errorf("the runtime registered %q on http.DefaultServeMux", pattern)
+	}
+	if testing.Short() {
+		return
+	}
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := Remote[int](ctx, ws[0], "B", "add", [2]int{1, 2})
-	r.ToHere(ctx)
-	r.Release()
-	get := func(path string) string {
-		resp, err := http.Get("http://" + addr.String() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
-	m := get("/metrics")
-	for _, want := range []string{`rref_messages_total{direction="out",type="RemoteCall"} 1`, `rref_messages_total{direction="in",type="FetchRet"} 1`, "rref_fetch_seconds_count 1", "rref_credit_stalls_total", "rref_transport_parks_total", "rref_transport_wakeups_total", "rref_inline_handoffs_total", "rref_inline_overruns_total"} {
-		if !strings.Contains(m, want) {
-			t.Errorf("/metrics lacks %q", want)
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.Contains(dep, "prometheus") || strings.Contains(dep, "protobuf") || dep == "net/http/pprof" {
+			t.Errorf("runtime/worker depends on %s", dep)
 		}
 	}
-	if d := get("/debug/rref"); !strings.Contains(d, `"MessagesSent"`) {
-		t.Errorf("/debug/rref: %s", d)
-	}
-	if p := get("/debug/pprof/"); !strings.Contains(p, "goroutine") {
-		t.Error("/debug/pprof/ missing")
-	}
-	stop()
 }
 
 func parseSpec(spec string) []Peer {
