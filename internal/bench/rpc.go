@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,9 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rrefkit/rref/runtime/worker"
 )
@@ -198,57 +194,14 @@ func netRPCSystem() (*rpcSystem, error) {
 		close: func() { c.Close(); ln.Close() }}, nil
 }
 
-// rawCodec lets gRPC carry bytes without generated protobuf code.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
-func (rawCodec) Unmarshal(b []byte, v any) error {
-	*(v.(*[]byte)) = append((*(v.(*[]byte)))[:0], b...)
-	return nil
-}
-func (rawCodec) Name() string { return "rref-bench-raw" }
-
-func grpcSystem() (*rpcSystem, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}))
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "bench.Arith",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Add", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			var in []byte
-			if err := dec(&in); err != nil || len(in) != 16 {
-				return nil, fmt.Errorf("bad request")
-			}
-			out := binary.LittleEndian.AppendUint64(nil, binary.LittleEndian.Uint64(in)+binary.LittleEndian.Uint64(in[8:]))
-			return &out, nil
-		}}},
-	}, struct{}{})
-	go srv.Serve(ln)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
-	if err != nil {
-		srv.Stop()
-		return nil, err
-	}
-	return &rpcSystem{name: "gRPC-Go unary (tcp)",
-		call: func(ctx context.Context, a, b int64) (int64, error) {
-			in := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(a)), uint64(b))
-			var out []byte
-			if err := conn.Invoke(ctx, "/bench.Arith/Add", &in, &out); err != nil {
-				return 0, err
-			}
-			return int64(binary.LittleEndian.Uint64(out)), nil
-		},
-		close: func() { conn.Close(); srv.Stop() }}, nil
-}
-
 var shmGroup atomic.Int64
 
 // RPCSystems makes every system measured, rrefkit's first.
 func RPCSystems() []func() (*rpcSystem, error) {
+	return append(rpcSystems(), peerSystems...)
+}
+
+func rpcSystems() []func() (*rpcSystem, error) {
 	return []func() (*rpcSystem, error){
 		func() (*rpcSystem, error) {
 			return childSystem("rrefkit (shm, 2 procs)", fmt.Sprintf("shm:rb%d-%d", os.Getpid(), shmGroup.Add(1)))
@@ -267,10 +220,16 @@ func RPCSystems() []func() (*rpcSystem, error) {
 			}
 			return wrapWorkers("rrefkit (mem)", ws[1], ws[0]), nil
 		},
-		grpcSystem,
 		netRPCSystem,
 	}
 }
+
+// peerSystems are the peers built in only on request (grpc_peer.go, build
+// tag rrefgrpc): gRPC links 100 packages, most of rrefgen's build time.
+var peerSystems []func() (*rpcSystem, error)
+
+// GRPCBuiltIn reports whether this binary measures gRPC-Go.
+func GRPCBuiltIn() bool { return len(peerSystems) > 0 }
 
 func measureCalls(s *rpcSystem, callers int, d time.Duration) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
@@ -392,6 +351,9 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 			}
 		}
 		fmt.Fprintln(w, "\nround trip: one caller, sequential calls; gRPC rt / rt above 1 means faster than gRPC-Go unary.")
+		if !GRPCBuiltIn() {
+			fmt.Fprintln(w, "gRPC-Go is not built into this rrefgen: go run -tags rrefgrpc ./cmd/rrefgen bench rpc measures it too.")
+		}
 		fmt.Fprintln(w, "All systems ran in this run, on loopback or shared memory; \"2 procs\" runs the server in a second process,")
 		fmt.Fprintln(w, "as shared memory is meant to be used; every other row runs client and server in this process.")
 		fmt.Fprintln(w, "In one process shm trails mem: a receiver parked on a futex keeps its processor until the Go")

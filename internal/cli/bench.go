@@ -20,8 +20,9 @@ over two rings of lines, memcpy). Each
 row shows its ratios to the floor and to Unix sockets.
 
 bench rpc measures Call round trip and throughput (1 and 16 callers) and
-Remote plus ToHere over shm, tcp and mem, beside gRPC-Go unary calls and
-net/rpc on loopback, with each round trip's ratio to gRPC's.
+Remote plus ToHere over shm, tcp and mem, beside net/rpc on loopback and,
+in a binary built with -tags rrefgrpc (go run -tags rrefgrpc ./cmd/rrefgen
+bench rpc), gRPC-Go unary calls, with each round trip's ratio to gRPC's.
 
 Timings swing between runs on shared hosts: read the ratios.`)
 	format := fs.String("format", "text", "text, csv or json")
