@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rrefkit/rref/internal/bench"
@@ -28,6 +29,15 @@ Timings swing between runs on shared hosts: read the ratios.`)
 	format := fs.String("format", "text", "text, csv or json")
 	d := fs.Duration("d", 200*time.Millisecond, "time per measured cell")
 	if len(args) == 0 || (args[0] != "fifo" && args[0] != "rpc") {
+		// -h, or a bad first word: parseFlags prints the help (on stdout
+		// for -h, exit 0) or says what is wrong.
+		if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+			if st := parseFlags(env, fs, args); st >= 0 {
+				return st
+			}
+		}
+		fmt.Fprintln(env.Stderr, "rrefgen bench: name what to measure: fifo or rpc")
+		fs.SetOutput(env.Stderr)
 		fs.Usage()
 		return ExitUsage
 	}

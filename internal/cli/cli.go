@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,6 +64,16 @@ func Main(env *Env, args []string) int {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			for _, c := range commands {
+				if c.name == args[1] {
+					return c.run(env, []string{"-h"}) // help gen: gen's own help
+				}
+			}
+			fmt.Fprintf(env.Stderr, "rrefgen: help: unknown command %q\n\n", args[1])
+			usage(env.Stderr)
+			return ExitUsage
+		}
 		usage(env.Stdout)
 		return ExitOK
 	}
@@ -92,16 +103,42 @@ func newFlags(env *Env, name, synopsis, about string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags returns -1 to continue, or the exit status to return.
+// parseFlags returns -1 to continue, or the exit status to return. Flags
+// may come before or after the positional arguments (rrefgen check x.rspec
+// -initialisms vm), as in go's own commands; "--" ends them. -h prints the
+// command's help once, on stdout; a bad flag says why, with the help, on
+// stderr.
 func parseFlags(env *Env, fs *flag.FlagSet, args []string) int {
-	fs.SetOutput(env.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(env.Stdout)
-			fs.Usage()
-			return ExitOK
+	usage := fs.Usage
+	var errs bytes.Buffer
+	fs.SetOutput(&errs)
+	fs.Usage = func() {} // printed below, once, where it belongs
+	defer func() { fs.Usage = usage; fs.SetOutput(env.Stderr) }()
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(env.Stdout)
+				usage()
+				return ExitOK
+			}
+			fs.SetOutput(env.Stderr)
+			fmt.Fprintf(env.Stderr, "rrefgen %s: %s\n", fs.Name(), strings.TrimSpace(errs.String()))
+			usage()
+			return ExitUsage
 		}
-		return ExitUsage
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			positional = append(positional, rest...) // after "--", nothing is a flag
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
+	// Leave the positional arguments where fs.Args() finds them.
+	fs.Parse(append([]string{"--"}, positional...))
 	return -1
 }

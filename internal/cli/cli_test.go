@@ -208,3 +208,36 @@ func TestGenPkgAndInitialisms(t *testing.T) {
 		t.Fatalf("with -initialisms vm they collide: %d %q", code, errs)
 	}
 }
+
+// TestHelpAndFlagPlacement: every command's -h prints its help once, on
+// stdout, and exits 0 (bench too); help CMD is CMD -h; flags may follow the
+// spec files; a bad flag is named once on stderr; a missing scenario file
+// is reported with the command's name.
+func TestHelpAndFlagPlacement(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range commands {
+		code, out, errs := run(t, dir, c.name, "-h")
+		if code != ExitOK || strings.Count(out, "usage: rrefgen "+c.name) != 1 || errs != "" {
+			t.Errorf("%s -h: exit %d, usage printed %d times on stdout, stderr %q", c.name, code, strings.Count(out, "usage: rrefgen "+c.name), errs)
+		}
+	}
+	if code, out, _ := run(t, dir, "help", "gen"); code != ExitOK || !strings.Contains(out, "usage: rrefgen gen") {
+		t.Errorf("help gen: %d %q", code, out)
+	}
+	if code, _, errs := run(t, dir, "help", "nope"); code != ExitUsage || !strings.Contains(errs, `unknown command "nope"`) {
+		t.Errorf("help nope: %d %q", code, errs)
+	}
+	os.WriteFile(filepath.Join(dir, "v.rspec"), []byte("protocol v;\nversion 1;\nmessage vm_info = 1 { }\n"), 0o644)
+	if code, out, errs := run(t, dir, "check", "v.rspec", "-initialisms", "vm"); code != ExitOK || !strings.Contains(out, "ok") {
+		t.Errorf("a flag after the spec: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := run(t, dir, "check", "-bogus"); code != ExitUsage || strings.Count(errs, "-bogus") != 1 || !strings.HasPrefix(errs, "rrefgen check: ") {
+		t.Errorf("a bad flag: %d %q", code, errs)
+	}
+	if code, _, errs := run(t, dir, "conformance", "nosuch.rref"); code != ExitFail || !strings.HasPrefix(errs, "rrefgen conformance: ") {
+		t.Errorf("a missing scenario: %d %q", code, errs)
+	}
+	if code, _, errs := run(t, dir, "bench"); code != ExitUsage || !strings.Contains(errs, "fifo or rpc") {
+		t.Errorf("bench with nothing named: %d %q", code, errs)
+	}
+}

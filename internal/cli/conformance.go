@@ -95,7 +95,7 @@ stopped an exhaustive search short: that is not a proof.`)
 		scs, err = conformance.Load(paths)
 	}
 	if err != nil {
-		fmt.Fprintln(env.Stderr, err)
+		fmt.Fprintf(env.Stderr, "rrefgen conformance: %v\n", err)
 		return ExitFail
 	}
 	if *target == "runtime" {
