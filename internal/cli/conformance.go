@@ -205,13 +205,17 @@ stopped an exhaustive search short: that is not a proof.`)
 	}
 	elapsed := time.Since(start)
 	if !*asJSON {
-		fmt.Fprintf(env.Stdout, "\n%d scenarios, %d failed; %.4g schedules, %d states in %v (%.0f states/s)\n",
-			len(scs), failed, totalSchedules, totalStates, elapsed.Round(time.Millisecond), float64(totalStates)/elapsed.Seconds())
-		fmt.Fprintf(env.Stdout, "%d passed, %d failed", len(scs)-failed-bounded, failed)
+		fmt.Fprintf(env.Stdout, "\n%d scenarios: %d passed, %d failed", len(scs), len(scs)-failed-bounded, failed)
 		if bounded > 0 {
 			fmt.Fprintf(env.Stdout, ", %d incomplete (a bound stopped the search: raise -timeout, -max-states or -max-memory)", bounded)
 		}
-		fmt.Fprintln(env.Stdout)
+		fmt.Fprintf(env.Stdout, "; %.4g schedules, %d states in %v (%.0f states/s)\n",
+			totalSchedules, totalStates, elapsed.Round(time.Millisecond), float64(totalStates)/elapsed.Seconds())
+		if m == conformance.Exhaustive {
+			fmt.Fprintln(env.Stdout, "A schedule is one order of every step of a run (commands, deliveries); a state is the whole system between two steps,")
+			fmt.Fprintln(env.Stdout, "counted once however many schedules reach it. Every step is checked against S1-S5 and every end against L1-L2")
+			fmt.Fprintln(env.Stdout, "(conformance/README.md says what each means).")
+		}
 	}
 	switch {
 	case failed > 0:
@@ -252,7 +256,7 @@ func runRuntimeTarget(env *Env, scs []*conformance.Scenario, transport string, r
 		}
 	}
 	ran := len(scs) - skipped
-	fmt.Fprintf(env.Stdout, "\n%d scenarios on the runtime (%d skipped), %d failed\n%d passed, %d failed\n", ran, skipped, failed, ran-failed, failed)
+	fmt.Fprintf(env.Stdout, "\n%d scenarios on the runtime (%d skipped): %d passed, %d failed\n", ran, skipped, ran-failed, failed)
 	if failed > 0 {
 		return ExitFail
 	}
