@@ -307,12 +307,20 @@ func decodeBoxed[A any](w *Worker, t reflect.Type, b []byte, hs []core.HandleID)
 // newBound makes an RRef[T] for handle h; it is called on a nil *RRef[T].
 func (*RRef[T]) newBound(w *Worker, h core.HandleID) any { return bindRRef[T](w, h) }
 
+// ErrDuplicateFunction is returned by Register for a name already taken.
+var ErrDuplicateFunction = errors.New("worker: function already registered")
+
 // Register makes fn callable by name from every worker of the group. An RRef
 // argument (A = *RRef[X]) arrives confirmed by its owner and is released
 // when fn returns; an RRef result (R = *RRef[X]) is handed to the caller.
-func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg A) (R, error)) {
+// A name is registered once: a second Register of it returns
+// ErrDuplicateFunction and keeps the first function.
+func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg A) (R, error)) error {
 	w.fmu.Lock()
 	defer w.fmu.Unlock()
+	if _, dup := w.funcs[name]; dup {
+		return fmt.Errorf("%w: %q on %s", ErrDuplicateFunction, name, w.name)
+	}
 	w.funcs[name] = func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) ([]byte, []core.HandleID, error) {
 		a, err := decodeArg[A](w, args, refs)
 		if err != nil {
@@ -337,6 +345,7 @@ func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg
 		}
 		return out, outRefs, err
 	}
+	return nil
 }
 
 func (r *RRef[T]) markReleased() {
@@ -503,6 +512,10 @@ type Future[R any] struct {
 	v    R
 	err  error
 }
+
+// Done is closed when the result is in: select on it beside other events,
+// then Wait returns at once.
+func (f *Future[R]) Done() <-chan struct{} { return f.done }
 
 // Wait waits for the result.
 func (f *Future[R]) Wait(ctx context.Context) (R, error) {

@@ -252,7 +252,7 @@ func TestReusedFramesLeaveKeptValuesAlone(t *testing.T) {
 			var mu sync.Mutex
 			var kept [][]byte
 			setup := func(w *Worker) {
-				Register(w, "keep", func(ctx context.Context, b []byte) ([]byte, error) {
+				Register(w, "keepbytes", func(ctx context.Context, b []byte) ([]byte, error) {
 					mu.Lock()
 					kept = append(kept, b)
 					mu.Unlock()
@@ -264,7 +264,7 @@ func TestReusedFramesLeaveKeptValuesAlone(t *testing.T) {
 			defer shutdown(t, []*Worker{a, b})
 			var results [][]byte
 			for i := 0; i < 200; i++ {
-				r, err := Call[[]byte](ctx, a, "B", "keep", bytes.Repeat([]byte{byte(i)}, 1+i%50))
+				r, err := Call[[]byte](ctx, a, "B", "keepbytes", bytes.Repeat([]byte{byte(i)}, 1+i%50))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -648,3 +648,33 @@ func runPartitioned(spec string) int {
 	}
 	return 0
 }
+
+// TestRegisterTwiceIsRefused: a second Register of a name is an error and
+// the first function stays.
+func TestRegisterTwiceIsRefused(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws)
+	err := Register(ws[1], "add", func(ctx context.Context, x [2]int) (int, error) { return -1, nil })
+	if !errors.Is(err, ErrDuplicateFunction) || !strings.Contains(err.Error(), `"add"`) {
+		t.Fatalf("second Register: %v", err)
+	}
+	if v, err := Call[int](ctxT(t), ws[0], "B", "add", [2]int{2, 3}); err != nil || v != 5 {
+		t.Fatalf("the first add must stay: %d %v", v, err)
+	}
+}
+
+// TestFutureDone: a Future's Done channel closes when its result is in, so
+// a caller can select on it.
+func TestFutureDone(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws)
+	f := Go[int](ctxT(t), ws[0], "B", "add", [2]int{20, 22})
+	select {
+	case <-f.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done never closed")
+	}
+	if v, err := f.Wait(ctxT(t)); err != nil || v != 42 {
+		t.Fatalf("%d %v", v, err)
+	}
+}
