@@ -169,9 +169,15 @@ func TestRandomSpecsCompile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	from := 0 // RREFGEN_RANDOM_FROM resumes a long run at a spec number
+	if s := os.Getenv("RREFGEN_RANDOM_FROM"); s != "" {
+		if from, err = strconv.Atoi(s); err != nil {
+			t.Fatal(err)
+		}
+	}
 	const batch = 250 // packages per go vet: its cost is mostly per call
 	accepted, built := 0, 0
-	for first := 0; first < n; first += batch {
+	for first := from; first < n; first += batch {
 		dir, err := os.MkdirTemp("testdata", "compile-rand-")
 		if err != nil {
 			t.Fatal(err)
@@ -234,6 +240,9 @@ func TestRandomSpecsCompile(t *testing.T) {
 			built += len(srcs)
 		}
 		os.RemoveAll(dir)
+		if n > randomSpecCount {
+			t.Logf("specs %d to %d: %d accepted so far, %d built, vetted and tested", first, min(first+batch, n)-1, accepted, built)
+		}
 	}
 	t.Logf("%d random specs, %d accepted by check, %d built and vetted, their generated tests run on %d per batch", n, accepted, built, testedPerBatch)
 	if accepted < n/2 {
