@@ -241,3 +241,15 @@ func TestHelpAndFlagPlacement(t *testing.T) {
 		t.Errorf("bench with nothing named: %d %q", code, errs)
 	}
 }
+
+// TestReplayHintOfTheCorpusRuns: a failing corpus scenario's replay hint
+// names it as the corpus does, and that name runs from any folder.
+func TestReplayHintOfTheCorpusRuns(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, errs := run(t, dir, "conformance", "-q", "two_fetches.rref"); code != ExitOK || !strings.Contains(out, "two_fetches.rref") {
+		t.Fatalf("a corpus name: %d %q %q", code, out, errs)
+	}
+	if code, out, _ := run(t, dir, "conformance", "-replay", "0,0", "two_fetches.rref"); code != ExitOK || !strings.Contains(out, "ok: the schedule ran") {
+		t.Fatalf("replay of a corpus name: %d %q", code, out)
+	}
+}

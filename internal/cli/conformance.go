@@ -88,11 +88,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	if fs.NArg() == 0 {
 		scs, err = conformance.Corpus()
 	} else {
-		paths := make([]string, fs.NArg())
-		for i, p := range fs.Args() {
-			paths[i] = env.abs(p)
-		}
-		scs, err = conformance.Load(paths)
+		scs, err = loadScenarios(env, fs.Args())
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "rrefgen conformance: %v\n", err)
@@ -304,4 +300,36 @@ func runEnumerate(env *Env, b conformance.Bound, opt conformance.Options, quiet 
 	}
 	fmt.Fprintln(env.Stdout, "ok: every program passed")
 	return ExitOK
+}
+
+// loadScenarios reads the named scenario files and folders; a name that is
+// no file but names a scenario of the embedded corpus (as a failure of the
+// corpus prints it, for -replay) is that scenario.
+func loadScenarios(env *Env, names []string) ([]*conformance.Scenario, error) {
+	var corpus map[string]*conformance.Scenario
+	var out []*conformance.Scenario
+	for _, n := range names {
+		if _, err := os.Stat(env.abs(n)); err != nil {
+			if corpus == nil {
+				corpus = map[string]*conformance.Scenario{}
+				all, cerr := conformance.Corpus()
+				if cerr != nil {
+					return nil, cerr
+				}
+				for _, sc := range all {
+					corpus[sc.Name] = sc
+				}
+			}
+			if sc := corpus[n]; sc != nil {
+				out = append(out, sc)
+				continue
+			}
+		}
+		scs, err := conformance.Load([]string{env.abs(n)})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, scs...)
+	}
+	return out, nil
 }
