@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,9 +54,27 @@ func TestCheck(t *testing.T) {
 }
 
 func TestGraph(t *testing.T) {
+	// The whole protocol is one document: one digraph with a title, a
+	// cluster per machine and a legend; one Mermaid diagram likewise.
 	code, out, _ := run(t, "", "graph")
-	if code != ExitOK || strings.Count(out, "digraph ") != 4 {
+	if code != ExitOK || strings.Count(out, "digraph ") != 1 || strings.Count(out, "subgraph ") != 5 ||
+		!strings.Contains(out, `label="protocol rref, version 1: state machines"`) || !strings.Contains(out, "cluster_legend") {
 		t.Fatalf("graph: %d %q", code, out)
+	}
+	if dot, err := exec.LookPath("dot"); err == nil {
+		cmd := exec.Command(dot, "-Tsvg")
+		cmd.Stdin = strings.NewReader(out)
+		svg, err := cmd.CombinedOutput()
+		if err != nil || strings.Count(string(svg), "<svg") != 1 {
+			t.Fatalf("dot -Tsvg: %v\n%.500s", err, svg)
+		}
+	} else {
+		t.Log("Graphviz is not installed: the DOT document is not rendered")
+	}
+	code, out, _ = run(t, "", "graph", "-format", "mermaid")
+	if code != ExitOK || strings.Count(out, "stateDiagram-v2") != 1 || !strings.HasPrefix(out, "---\ntitle: protocol rref, version 1") ||
+		!strings.Contains(out, "state ChildPin {") || !strings.Contains(out, "note right of Fork") {
+		t.Fatalf("graph mermaid: %d %q", code, out)
 	}
 	code, out, _ = run(t, "", "graph", "-format", "mermaid", "-machine", "Fork")
 	if code != ExitOK || !strings.HasPrefix(out, "stateDiagram-v2") || !strings.Contains(out, "unknown --> known: Create, Request") {

@@ -275,8 +275,10 @@ With no spec named, checks the project's own specs (RRef, group).`)
 
 func runGraph(env *Env, args []string) int {
 	fs := newFlags(env, "graph", "[-format dot|mermaid] [-machine NAME] [spec]", `
-Prints the state machines of a spec as Graphviz DOT or Mermaid. Start states are
-marked, final states doubled, hot states (where a run must not end) filled.
+Prints the state machines of a spec as Graphviz DOT or Mermaid: one document,
+with a title, a cluster per machine and a legend (-machine: that machine
+alone). Start states are marked, final states doubled, hot states (where a run
+must not end) filled.
 With no spec named, draws the embedded RRef spec.`)
 	format := fs.String("format", "dot", "dot or mermaid")
 	machine := fs.String("machine", "", "only this machine (default: all)")
@@ -296,9 +298,19 @@ With no spec named, draws the embedded RRef spec.`)
 	if !ok {
 		return ExitFail
 	}
+	if *machine == "" {
+		// One document for the whole protocol: several in one stream
+		// render as one picture, or none.
+		if *format == "dot" {
+			fmt.Fprint(env.Stdout, gen.DOTProtocol(specs[0]))
+		} else {
+			fmt.Fprint(env.Stdout, gen.MermaidProtocol(specs[0]))
+		}
+		return ExitOK
+	}
 	found := false
 	for _, m := range specs[0].Machines {
-		if *machine != "" && m.Name != *machine {
+		if m.Name != *machine {
 			continue
 		}
 		found = true
