@@ -16,7 +16,7 @@ func messageSamples() []Message {
 			CallID:   1099511627776,
 			Function: "héllo",
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindUnknownFunction,
+				Cut: ErrorKindTypeMismatch,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -32,7 +32,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindUnknownFunction,
+				Cut: ErrorKindTypeMismatch,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -51,10 +51,10 @@ func messageSamples() []Message {
 		},
 		&CallRet{
 			CallID:  1099511627776,
-			Error:   ErrorKindUnknownFunction,
+			Error:   ErrorKindTypeMismatch,
 			Message: "héllo",
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindUnknownFunction,
+				Cut: ErrorKindTypeMismatch,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -70,7 +70,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindUnknownFunction,
+				Cut: ErrorKindTypeMismatch,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -100,7 +100,7 @@ func messageSamples() []Message {
 				Worker: WorkerID(70000),
 			},
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindUnknownFunction,
+				Cut: ErrorKindTypeMismatch,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -116,7 +116,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindUnknownFunction,
+				Cut: ErrorKindTypeMismatch,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -155,7 +155,7 @@ func messageSamples() []Message {
 			},
 		},
 		&FetchRet{
-			Error:   ErrorKindUnknownFunction,
+			Error:   ErrorKindTypeMismatch,
 			FetchID: 1099511627776,
 			Message: "héllo",
 			RRef: RRefID{
@@ -212,7 +212,7 @@ func messageSamples() []Message {
 		},
 		&Error{
 			InReplyTo: 300,
-			Kind:      ErrorKindUnknownFunction,
+			Kind:      ErrorKindTypeMismatch,
 			Message:   "héllo",
 		},
 	}

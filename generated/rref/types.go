@@ -41,12 +41,14 @@ const (
 	ErrorKindBadRequest ErrorKind = 6
 	// No function of that name is registered.
 	ErrorKindUnknownFunction ErrorKind = 7
+	// The function's argument or result type is not the one the caller uses.
+	ErrorKindTypeMismatch ErrorKind = 8
 )
 
 // Valid reports whether e is a declared ErrorKind.
 func (e ErrorKind) Valid() bool {
 	switch e {
-	case ErrorKindNone, ErrorKindUser, ErrorKindTimeout, ErrorKindDeleted, ErrorKindOwnerFailed, ErrorKindLost, ErrorKindBadRequest, ErrorKindUnknownFunction:
+	case ErrorKindNone, ErrorKindUser, ErrorKindTimeout, ErrorKindDeleted, ErrorKindOwnerFailed, ErrorKindLost, ErrorKindBadRequest, ErrorKindUnknownFunction, ErrorKindTypeMismatch:
 		return true
 	}
 	return false
@@ -70,6 +72,8 @@ func (e ErrorKind) String() string {
 		return "bad_request"
 	case ErrorKindUnknownFunction:
 		return "unknown_function"
+	case ErrorKindTypeMismatch:
+		return "type_mismatch"
 	}
 	return "ErrorKind(" + strconv.FormatUint(uint64(e), 10) + ")"
 }

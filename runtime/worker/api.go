@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -316,12 +317,16 @@ var ErrDuplicateFunction = errors.New("worker: function already registered")
 // A name is registered once: a second Register of it returns
 // ErrDuplicateFunction and keeps the first function.
 func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg A) (R, error)) error {
+	if strings.Contains(name, signatureSep) {
+		return fmt.Errorf("worker: function name %q holds a NUL byte", name)
+	}
 	w.fmu.Lock()
 	defer w.fmu.Unlock()
 	if _, dup := w.funcs[name]; dup {
 		return fmt.Errorf("%w: %q on %s", ErrDuplicateFunction, name, w.name)
 	}
-	w.funcs[name] = func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) ([]byte, []core.HandleID, error) {
+	sig, types := signature[A, R]()
+	w.funcs[name] = registered{sig: sig, types: types, h: func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) ([]byte, []core.HandleID, error) {
 		a, err := decodeArg[A](w, args, refs)
 		if err != nil {
 			return nil, nil, err
@@ -344,7 +349,7 @@ func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg
 			}
 		}
 		return out, outRefs, err
-	}
+	}}
 	return nil
 }
 
@@ -456,7 +461,9 @@ func await[T any](ctx context.Context, w *Worker, peer core.WorkerID, conn *fifo
 	}
 }
 
-func callError(res core.CallResult, fn string) error {
+// callError maps a call's failure to the package's errors; callerTypes
+// describes the caller's side, for a type mismatch (computed only then).
+func callError(res core.CallResult, fn string, callerTypes func() string) error {
 	switch res.Err {
 	case rref.ErrorKindNone:
 		return nil
@@ -468,6 +475,8 @@ func callError(res core.CallResult, fn string) error {
 		return fmt.Errorf("%w: %s", ErrLost, res.Message)
 	case rref.ErrorKindTimeout:
 		return fmt.Errorf("%w: %s", context.DeadlineExceeded, res.Message)
+	case rref.ErrorKindTypeMismatch:
+		return fmt.Errorf("%w: %s; the caller's %s", ErrTypeMismatch, strings.TrimPrefix(res.Message, ErrTypeMismatch.Error()+": "), callerTypes())
 	}
 	return &UserError{Function: fn, Message: res.Message}
 }
@@ -481,14 +490,14 @@ func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, er
 	if err != nil {
 		return zero, err
 	}
-	pc, err := w.startCall(ctx, to, fn, args, refs, true)
+	pc, err := w.startCall(ctx, to, wireName[A, R](fn), args, refs, true)
 	if err != nil {
 		return zero, err
 	}
-	return finishCall[R](ctx, w, fn, pc)
+	return finishCall[R, A](ctx, w, fn, pc)
 }
 
-func finishCall[R any](ctx context.Context, w *Worker, fn string, pc pendingCall) (R, error) {
+func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingCall) (R, error) {
 	var zero R
 	res, err := await(ctx, w, pc.to, pc.poll, pc.ch, &w.calls, pc.id)
 	callChans.put(pc.ch)
@@ -496,7 +505,7 @@ func finishCall[R any](ctx context.Context, w *Worker, fn string, pc pendingCall
 		w.releaseAll(res.Handles) // an answer that came too late
 		return zero, err
 	}
-	if err := callError(res, fn); err != nil {
+	if err := callError(res, fn, callerTypes[A, R]); err != nil {
 		w.releaseAll(res.Handles)
 		if res.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
 			err = fmt.Errorf("%w (%w)", ErrClosed, err)
@@ -542,7 +551,7 @@ func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[
 	args, refs, err := encodeArg(w, arg)
 	var pc pendingCall
 	if err == nil {
-		pc, err = w.startCall(ctx, to, fn, args, refs, false)
+		pc, err = w.startCall(ctx, to, wireName[A, R](fn), args, refs, false)
 	}
 	if err != nil {
 		f.err = err
@@ -551,7 +560,7 @@ func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[
 	}
 	go func() {
 		defer close(f.done)
-		f.v, f.err = finishCall[R](ctx, w, fn, pc)
+		f.v, f.err = finishCall[R, A](ctx, w, fn, pc)
 	}()
 	return f
 }
@@ -570,14 +579,15 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	if err != nil {
 		return nil, err
 	}
-	if err := w.fits(id, fn, args, refs); err != nil {
+	wire := wireName[A, R](fn)
+	if err := w.fits(id, wire, args, refs); err != nil {
 		return nil, err
 	}
 	var h core.HandleID
 	closed := false
 	w.apply(func(c *core.Core) {
 		if closed = w.closed.Load(); !closed {
-			h, err = c.Remote(id, fn, args, refs)
+			h, err = c.Remote(id, wire, args, refs)
 		}
 	})
 	if closed {

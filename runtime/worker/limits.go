@@ -33,7 +33,8 @@ func (w *Worker) fits(to core.WorkerID, fn string, args []byte, refs []core.Hand
 	}
 	bound := frameSlack + len(fn) + len(args) + len(refs)*(descSlack+maxTypeNames)
 	if bound > w.maxMessage {
-		return fmt.Errorf("%w: %d bytes of arguments to %s on %s, limit %d per message", ErrTooLarge, len(args), fn, w.nameOf(to), w.maxMessage)
+		name, _, _ := splitWireName(fn)
+		return fmt.Errorf("%w: %d bytes of arguments to %s on %s, limit %d per message", ErrTooLarge, len(args), name, w.nameOf(to), w.maxMessage)
 	}
 	return nil
 }

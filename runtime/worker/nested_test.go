@@ -112,14 +112,15 @@ func TestRRefValueCannotHoldRRefs(t *testing.T) {
 	if _, err := Remote[*RRef[int]](ctxT(t), ws[0], "B", "make", 1); !errors.Is(err, ErrRRefInValue) {
 		t.Errorf("Remote whose value is an RRef: %v", err)
 	}
-	// The callee checks too, for a caller that typed the result otherwise.
+	// A caller that types the result otherwise is refused by the callee
+	// before the function runs (its types are not the function's).
 	r, err := Remote[int](ctxT(t), ws[0], "B", "make", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Release()
 	var ue *UserError
-	if _, err := r.ToHere(ctxT(t)); !errors.As(err, &ue) || !strings.Contains(ue.Message, "returned RRefs to a Remote") {
+	if _, err := r.ToHere(ctxT(t)); !errors.As(err, &ue) || !strings.Contains(ue.Message, "type mismatch") {
 		t.Errorf("Remote of a function returning an RRef: %v", err)
 	}
 }

@@ -105,6 +105,14 @@ func (c Config) withDefaults() Config {
 // handler runs a registered function on encoded arguments.
 type handler func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) (result []byte, resultRefs []core.HandleID, err error)
 
+// registered is a function as Register recorded it: its handler and the
+// fingerprint and description of its types (signature).
+type registered struct {
+	h     handler
+	sig   uint64
+	types string
+}
+
 // Worker is one member of a group.
 type Worker struct {
 	cfg   Config
@@ -134,7 +142,7 @@ type Worker struct {
 	mourned map[core.WorkerID]bool
 
 	fmu   sync.RWMutex
-	funcs map[string]handler
+	funcs map[string]registered
 
 	// peers and outboxes are indexed id-1. A peer's connection is nil
 	// until it is attached (Start connects peers one by one); its outbox
@@ -174,7 +182,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
-		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]handler{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
+		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	for i := range names {
 		if core.WorkerID(i+1) != id {
@@ -476,18 +484,23 @@ func (w *Worker) spawn(run core.Run) {
 // return them, to keep them alive).
 func (w *Worker) execute(ctx context.Context, run core.Run) {
 	defer w.running.Add(-1) // after the answer below is handed to the transport
+	name, sig, signed := splitWireName(run.Fn)
+	run.Fn = name
 	w.fmu.RLock()
-	h := w.funcs[run.Fn]
+	f, ok := w.funcs[name]
 	w.fmu.RUnlock()
 	var result []byte
 	var refs []core.HandleID
 	var err error
-	if h == nil {
-		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, run.Fn, w.name)
-	} else {
-		result, refs, err = w.callUser(ctx, h, run)
+	switch {
+	case !ok:
+		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, name, w.name)
+	case signed && sig != f.sig:
+		err = fmt.Errorf("%w: %s on %s %s", ErrTypeMismatch, name, w.name, f.types)
+	default:
+		result, refs, err = w.callUser(ctx, f.h, run)
 		if run.Kind == core.RunRemote && len(refs) > 0 && err == nil {
-			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, run.Fn)
+			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, name)
 		}
 	}
 	w.answer(run, result, refs, err)
@@ -498,8 +511,11 @@ func (w *Worker) answer(run core.Run, result []byte, refs []core.HandleID, err e
 	kind, msg := rref.ErrorKindNone, ""
 	if err != nil {
 		kind, msg = rref.ErrorKindUser, err.Error()
-		if errors.Is(err, ErrUnknownFunction) {
+		switch {
+		case errors.Is(err, ErrUnknownFunction):
 			kind = rref.ErrorKindUnknownFunction
+		case errors.Is(err, ErrTypeMismatch):
+			kind = rref.ErrorKindTypeMismatch
 		}
 	}
 	w.apply(func(c *core.Core) {

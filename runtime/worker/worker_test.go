@@ -678,3 +678,35 @@ func TestFutureDone(t *testing.T) {
 		t.Fatalf("%d %v", v, err)
 	}
 }
+
+// TestTypeMismatchIsRefused: a call whose argument or result type is not
+// the function's is refused by the callee before the function runs,
+// naming both sides' types, and errors.Is matches ErrTypeMismatch; a
+// Remote of the wrong type fails its ToHere instead of decoding garbage.
+func TestTypeMismatchIsRefused(t *testing.T) {
+	ws := group(t, "A", "B")
+	defer shutdown(t, ws)
+	ctx := ctxT(t)
+	_, err := Call[string](ctx, ws[0], "B", "add", [2]int{1, 2})
+	if !errors.Is(err, ErrTypeMismatch) || !strings.Contains(err.Error(), "takes [2]int and returns int") ||
+		!strings.Contains(err.Error(), "call takes [2]int and returns string") {
+		t.Fatalf("Call[string] of an int function: %v", err)
+	}
+	if _, err := Go[int](ctx, ws[0], "B", "add", "one and two").Wait(ctx); !errors.Is(err, ErrTypeMismatch) {
+		t.Fatalf("Go with a string argument: %v", err)
+	}
+	r, err := Remote[string](ctx, ws[0], "B", "add", [2]int{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.ToHere(ctx); err == nil || !strings.Contains(err.Error(), "type mismatch") {
+		t.Fatalf("Remote[string] of an int function gave %q, %v", v, err)
+	}
+	r.Release()
+	if v, err := Call[int](ctx, ws[0], "B", "add", [2]int{1, 2}); err != nil || v != 3 {
+		t.Fatalf("the right types: %d %v", v, err)
+	}
+	if err := Register(ws[1], "bad\x00name", func(ctx context.Context, x int) (int, error) { return x, nil }); err == nil {
+		t.Fatal("a name with a NUL byte was registered")
+	}
+}
