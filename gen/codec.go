@@ -198,7 +198,11 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 			jen.If(jen.Id("c").Op(">").Lit(0)).Block(
 				x().Op("=").Make(goType(t), jen.Id("c")),
 			),
-			jen.For(jen.Id(i).Op(":=").Range().Add(x())).Block(consumeStmts(owner, field, t.Elem, elem, depth+1, nested)...),
+		}
+		if !t.Elem.EncodesEmpty() {
+			// Elements of no bytes have nothing to read: no loop, so that a
+			// few bytes of counts cannot buy millions of iterations.
+			body = append(body, jen.For(jen.Id(i).Op(":=").Range().Add(x())).Block(consumeStmts(owner, field, t.Elem, elem, depth+1, nested)...))
 		}
 	}
 	if t.Kind == spec.KindEnum {
@@ -308,7 +312,8 @@ func genEnum(f *jen.File, e *spec.Enum) {
 			if len(v.Doc) > 0 {
 				g.Comment(comment(docText(v.Doc)))
 			}
-			g.Id(v.GoName).Id(gn).Op("=").Lit(int(v.Value))
+			// Written as its digits: a u64 value past the largest int stays exact.
+			g.Id(v.GoName).Id(gn).Op("=").Op(strconv.FormatUint(v.Value, 10))
 		}
 	})
 	f.Line()

@@ -89,8 +89,9 @@ func Generate(p *spec.Protocol, pkgPath string) ([]File, error) {
 		return nil, fmt.Errorf("gen: render %s: %w", TestFile, err)
 	}
 	out = append(out, File{Name: TestFile, Content: buf.Bytes()})
-	for _, m := range p.Machines {
-		base := strings.ToLower(m.Name)
+	bases := diagramBases(p)
+	for i, m := range p.Machines {
+		base := bases[i]
 		out = append(out,
 			File{Name: "diagrams/" + base + ".dot", Content: []byte(DOT(m))},
 			File{Name: "diagrams/" + base + ".mmd", Content: []byte("%% " + Header + "\n" + Mermaid(m))})
@@ -125,4 +126,30 @@ func genVersionGuard(f *jen.File) {
 		jen.Id("_").Op("=").Add(rt("EnforceVersion")).Call(rt("MaxVersion").Op("-").Lit(genrt.Version)),
 	)
 	f.Line()
+}
+
+// maxDiagramBase bounds a diagram's file name: identifiers have no length
+// limit, file systems do.
+const maxDiagramBase = 100
+
+// diagramBases names each machine's diagram files: its name in lower case,
+// cut to maxDiagramBase, with its position added when two machines would
+// share a name on a case-insensitive file system or after the cut.
+func diagramBases(p *spec.Protocol) []string {
+	bases := make([]string, len(p.Machines))
+	count := map[string]int{}
+	for i, m := range p.Machines {
+		b := strings.ToLower(m.Name)
+		if len(b) > maxDiagramBase {
+			b = b[:maxDiagramBase]
+		}
+		bases[i] = b
+		count[b]++
+	}
+	for i, b := range bases {
+		if count[b] > 1 || len(strings.ToLower(p.Machines[i].Name)) > maxDiagramBase {
+			bases[i] = fmt.Sprintf("%s-%d", b, i+1)
+		}
+	}
+	return bases
 }

@@ -140,9 +140,9 @@ func sample(t *spec.Type, depth int) jen.Code {
 	case spec.KindEnum:
 		return jen.Id(t.Enum.Values[len(t.Enum.Values)-1].GoName)
 	case spec.KindStruct:
-		if t.Struct.Recursive && depth >= sampleDepth {
-			return jen.Id(t.Struct.GoName).Values()
-		}
+		// Past sampleDepth a recursive struct's lists of itself are left
+		// empty (sample's list case), its other fields still set: a zero
+		// enum may not be a declared value.
 		return jen.Id(t.Struct.GoName).Add(sampleFields(t.Struct.Fields, depth+1))
 	case spec.KindList:
 		elem := t.Elem
@@ -155,6 +155,12 @@ func sample(t *spec.Type, depth int) jen.Code {
 		v := sample(t.Elem, depth)
 		if v == nil {
 			return nil
+		}
+		if depth > 0 || t.Elem.Kind == spec.KindList {
+			// One element below a message's own fields: two at every level
+			// would grow the sample, and the generated test, 2^k times for
+			// k levels of lists or structs.
+			return goType(t).Values(v)
 		}
 		return goType(t).Values(v, sample(t.Elem, depth))
 	}

@@ -109,6 +109,9 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 	if p.Name == "main" {
 		r.errorf(protocolPos, "protocol name \"main\" would make a package no one can import")
 	}
+	if p.Name == "_" {
+		r.errorf(protocolPos, "protocol name \"_\" is not a Go package name")
+	}
 	top := map[string]claim{}
 	for _, n := range FixedGoNames {
 		top[n] = claim{what: "a declaration rrefgen writes in every package"}

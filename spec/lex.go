@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -123,6 +124,9 @@ func (l *lexer) next() (token, error) {
 				at.Col += utf8.RuneCountInString(line[:i])
 				return token{}, errorf(at, "%s in a comment", what)
 			}
+			if isDoc := len(line) >= 3 && line[2] == '/' && (len(line) == 3 || line[3] != '/'); isDoc && plusBuild(line[3:]) {
+				return token{}, errorf(p, "a doc line starting with +build would become a Go build constraint in the generated code")
+			}
 			l.advance(end)
 			if len(line) >= 3 && line[2] == '/' && (len(line) == 3 || line[3] != '/') {
 				text := line[3:]
@@ -219,8 +223,9 @@ func (l *lexer) lexString() (token, error) {
 }
 
 // isControl reports a character that must not appear raw in a spec's text:
-// a comment or string is copied into generated Go and documents.
-func isControl(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) }
+// a comment or string is copied into generated Go and documents. A byte
+// order mark is one: Go refuses it anywhere past a file's start.
+func isControl(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) || r == 0xfeff }
 
 // badText finds the first invalid UTF-8 byte or control character in s
 // (the byte offset and what it is), or -1.
@@ -237,6 +242,10 @@ func badText(s string) (int, string) {
 	}
 	return -1, ""
 }
+
+// plusBuild reports a line Go would read as an old-style build constraint
+// once written as a comment.
+func plusBuild(s string) bool { return strings.HasPrefix(strings.TrimSpace(s), "+build") }
 
 func trimRight(s string) string {
 	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t' || s[len(s)-1] == '\r') {

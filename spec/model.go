@@ -1,5 +1,7 @@
 package spec
 
+import "sync"
+
 // Kind is the shape of a resolved type.
 type Kind int
 
@@ -249,13 +251,15 @@ type Machine struct {
 	Transitions []*Transition // in declaration order, ignores after moves
 	Pos         Pos
 	index       map[[2]int]*Transition // Lookup's, made on first use
+	indexOnce   sync.Once
 }
 
 // Lookup returns the transition for (s, e), or nil when the pair is illegal.
 // The first call indexes the transitions: a table of S states and E events
 // is filled in S*E lookups.
 func (m *Machine) Lookup(s *State, e *Event) *Transition {
-	if m.index == nil {
+	// Made once even when generators share the model across goroutines.
+	m.indexOnce.Do(func() {
 		m.index = make(map[[2]int]*Transition, len(m.Transitions))
 		for _, t := range m.Transitions {
 			k := [2]int{t.From.Index, t.Event.Index}
@@ -263,7 +267,7 @@ func (m *Machine) Lookup(s *State, e *Event) *Transition {
 				m.index[k] = t
 			}
 		}
-	}
+	})
 	return m.index[[2]int{s.Index, e.Index}]
 }
 

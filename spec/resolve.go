@@ -110,12 +110,21 @@ func (r *resolver) number(n astNumber, what string, max uint64) (uint64, bool) {
 		r.errorf(n.pos, "bad %s %q: must not be negative", what, raw)
 		return 0, false
 	}
-	v, err := strconv.ParseUint(raw, 0, 64)
+	// Decimal, or hex after 0x: not Go's octal (010 would be 8), binary
+	// or underscores, which the language does not have.
+	base, digits := 10, raw
+	if h, ok := strings.CutPrefix(strings.ToLower(raw), "0x"); ok {
+		base, digits = 16, h
+	}
+	v, err := strconv.ParseUint(digits, base, 64)
+	if err == nil && base == 10 && len(raw) > 1 && raw[0] == '0' {
+		err = strconv.ErrSyntax // a leading zero reads as octal elsewhere: refuse it
+	}
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
 			r.errorf(n.pos, "bad %s %q: out of range", what, raw)
 		} else {
-			r.errorf(n.pos, "bad %s %q: not a number", what, raw)
+			r.errorf(n.pos, "bad %s %q: not a number (decimal without leading zeros, or 0x hex)", what, raw)
 		}
 		return 0, false
 	}
@@ -295,6 +304,12 @@ func (r *resolver) resolve(f *astFile) {
 		invNames[d.name.name] = d.name.pos
 		if strings.TrimSpace(d.text) == "" {
 			r.errorf(d.name.pos, "invariant %q has an empty description", d.name.name)
+		}
+		for _, line := range strings.Split(d.text, "\n") {
+			if plusBuild(line) {
+				r.errorf(d.name.pos, "invariant %q: a line starting with +build would become a Go build constraint in the generated code", d.name.name)
+				break
+			}
 		}
 		p.Invariants = append(p.Invariants, &Invariant{Doc: d.doc, Name: d.name.name, Text: d.text, Pos: d.name.pos})
 	}

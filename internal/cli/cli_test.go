@@ -58,7 +58,7 @@ func TestGraph(t *testing.T) {
 	// cluster per machine and a legend; one Mermaid diagram likewise.
 	code, out, _ := run(t, "", "graph")
 	if code != ExitOK || strings.Count(out, "digraph ") != 1 || strings.Count(out, "subgraph ") != 5 ||
-		!strings.Contains(out, `label="protocol rref, version 1: state machines"`) || !strings.Contains(out, "cluster_legend") {
+		!strings.Contains(out, `label="protocol rref, version 1: state machines"`) || !strings.Contains(out, "cluster legend") {
 		t.Fatalf("graph: %d %q", code, out)
 	}
 	if dot, err := exec.LookPath("dot"); err == nil {
