@@ -131,7 +131,7 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) int {
 		if len(rest) == 0 {
 			break
 		}
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" && !flagValue(fs, args, used-1) {
 			positional = append(positional, rest...) // after "--", nothing is a flag
 			break
 		}
@@ -141,4 +141,22 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) int {
 	// Leave the positional arguments where fs.Args() finds them.
 	fs.Parse(append([]string{"--"}, positional...))
 	return -1
+}
+
+// flagValue reports whether args[i] was taken as the value of the flag
+// before it (-initialisms --), rather than as the end of the flags.
+func flagValue(fs *flag.FlagSet, args []string, i int) bool {
+	if i == 0 {
+		return false
+	}
+	prev := args[i-1]
+	if !strings.HasPrefix(prev, "-") || strings.Contains(prev, "=") {
+		return false
+	}
+	f := fs.Lookup(strings.TrimLeft(prev, "-"))
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }
