@@ -428,7 +428,7 @@ func TestTCPListenerSurvivesStrays(t *testing.T) {
 	if d := time.Since(start); d >= timeout {
 		t.Fatalf("the member waited %v, as long as the strays", d)
 	}
-	waitFor(t, 5*time.Second, "three strays dropped", func() bool { return l.Refused() == 3 })
+	waitFor(t, 30*time.Second, "three strays dropped", func() bool { return l.Refused() == 3 })
 	var timeouts, auth int
 	for _, err := range r.all() {
 		switch {
