@@ -52,12 +52,12 @@ func (c *counters) ChoiceKey(p int) string { return fmt.Sprint(p) }
 // Explore finds the lost update and prints the shortest schedule that
 // shows it.
 func Example() {
+	// explore.Replay runs r.Schedule again, step by step.
 	r := explore.Explore(func() *counters { return &counters{} }, explore.Options{})
 	fmt.Println(r.Violation)
 	for _, step := range r.Trace {
 		fmt.Println(step)
 	}
-	// explore.Replay runs r.Schedule again, step by step.
 	// Output:
 	// NoLostUpdate: the counter ends at 1
 	// process 0 reads
