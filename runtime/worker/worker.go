@@ -74,6 +74,11 @@ type Config struct {
 	TLS *tls.Config
 	// Logger receives protocol errors and peer failures (default slog.Default()).
 	Logger *slog.Logger
+	// OnPeerFailed, when set, is told once of each peer this worker finds
+	// dead or closed (its name and why), after the protocol has acted on
+	// it: fetches from it failed, its references reclaimed. It runs on a
+	// goroutine of the worker's; it must not block.
+	OnPeerFailed func(peer string, err error)
 	// Setup, when set, runs on each new worker before any peer is connected:
 	// register functions here, so no call can arrive before its function.
 	Setup func(w *Worker)
@@ -458,6 +463,9 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 	w.mu.Lock()
 	w.mourned[id] = true
 	w.mu.Unlock()
+	if f := w.cfg.OnPeerFailed; f != nil {
+		f(w.nameOf(id), cause)
+	}
 }
 
 func (w *Worker) releaseAll(hs []core.HandleID) {

@@ -710,3 +710,35 @@ func TestTypeMismatchIsRefused(t *testing.T) {
 		t.Fatal("a name with a NUL byte was registered")
 	}
 }
+
+// TestOnPeerFailed: a worker is told, once, of a peer that closed, after
+// its protocol state has dropped what the peer held.
+func TestOnPeerFailed(t *testing.T) {
+	told := make(chan string, 4)
+	ws, err := NewGroup([]string{"A", "B"}, Config{Logger: quiet, OnPeerFailed: func(peer string, err error) {
+		if err == nil {
+			t.Error("no reason given")
+		}
+		told <- peer
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(ws)
+	ws[1].Close()
+	select {
+	case p := <-told:
+		if p != "B" {
+			t.Fatalf("told of %q", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("never told that B closed")
+	}
+	select {
+	case p := <-told:
+		if p == "B" {
+			t.Fatal("told twice")
+		}
+	case <-time.After(100 * time.Millisecond):
+	}
+}
