@@ -47,3 +47,22 @@ func ExampleCall_typeMismatch() {
 	fmt.Println(err)
 	// Output: worker: type mismatch: add on B takes [2]int and returns int; the caller's call takes [2]int and returns string
 }
+
+// A Func declares a function's types once: registering and calling it
+// need no type arguments.
+func ExampleFunc() {
+	ctx := context.Background()
+	add := worker.NewFunc[[2]int, int]("add")
+	setup := func(w *worker.Worker) {
+		add.Register(w, func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+	}
+	ws, _ := worker.NewGroup([]string{"A", "B"}, worker.Config{Setup: setup})
+	defer worker.ShutdownGroup(ctx, ws)
+	sum, err := add.Call(ctx, ws[0], "B", [2]int{1, 2})
+	r, _ := add.Remote(ctx, ws[0], "B", [2]int{3, 4})
+	v, _ := r.ToHere(ctx)
+	r.Release()
+	later, _ := add.Go(ctx, ws[0], "B", [2]int{5, 6}).Wait(ctx)
+	fmt.Println(sum, err, v, later)
+	// Output: 3 <nil> 7 11
+}
