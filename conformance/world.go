@@ -67,7 +67,6 @@ type fetchState struct {
 	holds       scenario.Holding
 }
 
-
 // travelling is a handle on its way to a program: passed or returned, not yet bound.
 type travelling struct {
 	to   WorkerID
@@ -124,8 +123,8 @@ type runState struct {
 	handles  map[handleKey]*progHandle
 	fetches  map[handleKey]*fetchState
 	fetchIDs map[[2]uint64]*fetchState // (worker, fetch id) -> the fetch, until answered
-	returns  map[[2]uint64]string    // (caller, call id) -> name of the returned handle
-	travel   map[ForkID]travelling   // passed or returned handles not yet bound
+	returns  map[[2]uint64]string      // (caller, call id) -> name of the returned handle
+	travel   map[ForkID]travelling     // passed or returned handles not yet bound
 	dups     []dupRule
 	key      []byte // the cached encoding (appendProg); nil when not known
 }

@@ -30,8 +30,8 @@ func main() {
 	}
 	a := ws[0]
 	r, _ := worker.Remote[int](ctx, a, "B", "add", [2]int{1, 2}) // returns at once
-	d, _ := worker.Call[int](ctx, a, "C", "double", r)            // the RRef travels to C: 6
-	r.Release()                                                   // B frees the value when the last reference is gone
+	d, _ := worker.Call[int](ctx, a, "C", "double", r)           // the RRef travels to C: 6
+	r.Release()                                                  // B frees the value when the last reference is gone
 	fmt.Println(d)
 	worker.ShutdownGroup(ctx, ws) // a barrier: every worker closes once nothing is held or in flight
 }
