@@ -246,11 +246,15 @@ func (w *worker[M]) dfs(m M, depth int) memoEntry {
 		s.memo.put(k, e)
 		return e
 	}
-	order := w.order(len(choices))
+	order := w.order(choices)
 	w.onPath[k] = true
 	defer delete(w.onPath, k)
 	var total memoEntry
-	for i, pos := range order {
+	for i := range order {
+		pos := i
+		if w.rng != nil {
+			pos = order[i]
+		}
 		// The last choice steps m itself: nothing reads m after it, and a
 		// state with one choice then costs no copy at all.
 		n := m
@@ -272,15 +276,18 @@ func (w *worker[M]) dfs(m M, depth int) memoEntry {
 	return total
 }
 
-// order is the order this worker takes n choices in.
-func (w *worker[M]) order(n int) []int {
-	order := make([]int, n)
+// order is the order this worker takes the choices in, as positions:
+// worker 0 takes them as they come (choices itself stands for that, no
+// copy), the others in a shuffle of their own.
+func (w *worker[M]) order(choices []int) []int {
+	if w.rng == nil {
+		return choices
+	}
+	order := make([]int, len(choices))
 	for i := range order {
 		order[i] = i
 	}
-	if w.rng != nil {
-		w.rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
-	}
+	w.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	return order
 }
 

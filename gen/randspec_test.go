@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/rrefkit/rref/gen"
+	"github.com/rrefkit/rref/internal/cli"
 	"github.com/rrefkit/rref/spec"
 )
 
@@ -197,17 +198,8 @@ func TestRandomSpecsCompile(t *testing.T) {
 				continue
 			}
 			srcs[pkgDir] = src
-			for _, f := range files {
-				if !strings.HasSuffix(f.Name, ".go") {
-					continue
-				}
-				path := filepath.Join(dir, pkgDir, f.Name)
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, f.Content, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			if err := cli.Write(filepath.Join(dir, pkgDir), files); err != nil {
+				t.Fatal(err)
 			}
 		}
 		out, err := exec.Command(goBin, "vet", "./"+filepath.ToSlash(dir)+"/...").CombinedOutput()
@@ -301,14 +293,8 @@ func TestEdgeSpecsCompile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		for _, f := range files {
-			if strings.HasSuffix(f.Name, ".go") {
-				path := filepath.Join(dir, name, f.Name)
-				os.MkdirAll(filepath.Dir(path), 0o755)
-				if err := os.WriteFile(path, f.Content, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+		if err := cli.Write(filepath.Join(dir, name), files); err != nil {
+			t.Fatal(err)
 		}
 		pkgs = append(pkgs, "./"+filepath.ToSlash(filepath.Join(dir, name)))
 	}

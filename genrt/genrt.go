@@ -230,17 +230,11 @@ func ConsumeString(b []byte, lim *Limits) (string, int, error) {
 // ConsumeCount reads a list's element count. Every element takes at least one
 // byte, so a count above the remaining input is rejected before any allocation.
 func ConsumeCount(b []byte, lim *Limits) (int, int, error) {
-	c, n, err := ConsumeUvarint(b)
-	if err != nil {
-		return 0, 0, err
-	}
-	if c > uint64(lim.MaxList) {
-		return 0, 0, ErrTooLarge
-	}
-	if c > uint64(len(b)-n) {
+	c, n, err := ConsumeEmptyCount(b, lim)
+	if err == nil && c > len(b)-n {
 		return 0, 0, ErrTruncated
 	}
-	return int(c), n, nil
+	return c, n, err
 }
 
 // ConsumeEmptyCount is ConsumeCount for a list whose elements encode to no

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrTypeMismatch is matched (errors.Is) by the error of a Call or Go whose
@@ -32,21 +33,58 @@ func signature[A, R any]() (uint64, string) {
 }
 
 // wireName is fn as a call names it: with the caller's types' fingerprint.
+// It is on every call's path, so each (name, types) is spelled once and
+// looked up after: a map keyed by value allocates nothing to read.
 func wireName[A, R any](fn string) string {
+	k := wireKey{fn, reflect.TypeFor[A](), reflect.TypeFor[R]()}
+	wireNames.RLock()
+	name, ok := wireNames.m[k]
+	wireNames.RUnlock()
+	if ok {
+		return name
+	}
 	sig, _ := signature[A, R]()
-	return fn + signatureSep + strconv.FormatUint(sig, 16)
+	name = fn + signatureSep + strconv.FormatUint(sig, 16)
+	wireNames.Lock()
+	if len(wireNames.m) < maxWireNames { // a program calls few distinct functions; a bound keeps a generated name's flood out
+		wireNames.m[k] = name
+	}
+	wireNames.Unlock()
+	return name
 }
 
+type wireKey struct {
+	fn   string
+	a, r reflect.Type
+}
+
+// maxWireNames bounds the cache of wire names.
+const maxWireNames = 4096
+
+var wireNames = struct {
+	sync.RWMutex
+	m map[wireKey]string
+}{m: map[wireKey]string{}}
+
 // splitWireName splits what a call names into the function's name and the
-// caller's fingerprint (ok false when the caller sent none).
+// caller's fingerprint (ok false when the caller sent none; an unreadable
+// one reads as badSignature, which matches no function).
 func splitWireName(s string) (name string, sig uint64, ok bool) {
 	name, hex, found := strings.Cut(s, signatureSep)
 	if !found {
 		return s, 0, false
 	}
 	sig, err := strconv.ParseUint(hex, 16, 64)
-	return name, sig, err == nil
+	if err != nil {
+		// A fingerprint no caller of ours writes: no type can match it.
+		return name, badSignature, true
+	}
+	return name, sig, true
 }
+
+// badSignature stands for an unreadable fingerprint: 0 is the FNV hash of
+// no pair of Go type names we know of, and matching it would need one.
+const badSignature = 0
 
 // callerTypes describes a call's types from the caller's side.
 func callerTypes[A, R any]() string {
