@@ -388,7 +388,7 @@ func TestSHMListenerSurvivesStrays(t *testing.T) {
 		listened <- res{c, err}
 	}()
 	addr := shmSocket(name, os.Getuid())
-	waitFor(t, 5*time.Second, "the listener's socket", func() bool { return socketListed(t, addr) })
+	waitFor(t, eventually, "the listener's socket", func() bool { return socketListed(t, addr) })
 	silent, err := net.Dial("unix", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -142,7 +142,7 @@ func TestTLSMutual(t *testing.T) {
 	if _, err = DialTCP(ctx, addr, secret, Config{}); err == nil {
 		t.Fatal("a plain dial to a TLS listener passed")
 	}
-	waitFor(t, 5*time.Second, "five refusals", func() bool { return l.Refused() == 5 })
+	waitFor(t, eventually, "five refusals", func() bool { return l.Refused() == 5 })
 	var tlsRefused int
 	for _, err := range r.all() {
 		if errors.Is(err, ErrAuth) && strings.Contains(err.Error(), "tls") {
@@ -209,7 +209,7 @@ func TestTLSRelayRefused(t *testing.T) {
 	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "does not prove the group secret") {
 		t.Fatalf("dial through a relay: %v", err)
 	}
-	waitFor(t, 5*time.Second, "the relayed handshake refused", func() bool { return l.Refused() == 1 })
+	waitFor(t, eventually, "the relayed handshake refused", func() bool { return l.Refused() == 1 })
 	if err := r.all()[0]; !errors.Is(err, ErrAuth) {
 		t.Fatalf("refused with %v", err)
 	}
