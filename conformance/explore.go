@@ -39,6 +39,10 @@ type Options struct {
 	// Progress, when set, is told of a long exhaustive search: the states
 	// seen and the time spent, about every ProgressEvery.
 	Progress func(states int, elapsed time.Duration)
+	// checkClones runs explore's clone check over encodings computed
+	// afresh, cached ones ignored (World.fresh): the tests' proof that the
+	// copy-on-write of cores, program and monitor shares nothing a step writes.
+	checkClones bool
 }
 
 // ProgressEvery is how often a long search reports its progress.
@@ -46,7 +50,8 @@ const ProgressEvery = explore.ProgressEvery
 
 func (o Options) explore() explore.Options {
 	return explore.Options{Mode: o.Mode, MaxStates: o.MaxStates, MaxDepth: o.MaxDepth, MaxMemory: o.MaxMemory,
-		Timeout: o.Timeout, Seed: o.Seed, Walks: o.Walks, Depth: o.Depth, Workers: o.Workers, Progress: o.Progress}
+		Timeout: o.Timeout, Seed: o.Seed, Walks: o.Walks, Depth: o.Depth, Workers: o.Workers, Progress: o.Progress,
+		CheckClones: o.checkClones}
 }
 
 // Result is the outcome of exploring one scenario.
@@ -57,7 +62,11 @@ type Result struct {
 
 // Explore runs one scenario under opt.
 func Explore(sc *Scenario, opt Options) Result {
-	start := func() *World { return newWorld(sc, opt.Factory, opt.Unreduced) }
+	start := func() *World {
+		w := newWorld(sc, opt.Factory, opt.Unreduced)
+		w.fresh = opt.checkClones
+		return w
+	}
 	return Result{Scenario: sc.Name, Result: explore.Explore(start, opt.explore())}
 }
 

@@ -223,6 +223,9 @@ type World struct {
 	// steps.
 	unreduced bool
 	eager     map[[2]uint64]bool // (caller, call id)
+	// fresh makes AppendState encode everything anew, caches ignored, for
+	// the clone check (Options.checkClones).
+	fresh bool
 }
 
 // NewWorld starts a scenario's run, with the reductions on.
@@ -969,7 +972,7 @@ func (w *World) AppendState(b []byte) []byte {
 			b = append(b, 'X')
 			continue
 		}
-		if w.coreKeys[i] == nil {
+		if w.coreKeys[i] == nil || w.fresh {
 			w.coreKeys[i] = c.AppendState(nil) // a shared core is encoded once
 		}
 		// Length-prefixed: a core's encoding is binary and may hold any byte.
@@ -986,13 +989,13 @@ func (w *World) AppendState(b []byte) []byte {
 		b = append(b, k...)
 		b = append(b, 0)
 	}
-	if w.p.key == nil {
+	if w.p.key == nil || w.fresh {
 		w.p.key = w.p.appendState(nil) // shared with the clones that share p
 	}
 	b = strconv.AppendInt(b, int64(len(w.p.key)), 10)
 	b = append(b, ':')
 	b = append(b, w.p.key...)
-	if w.mon.key == nil {
+	if w.mon.key == nil || w.fresh {
 		w.mon.key = w.mon.appendState(nil)
 	}
 	return append(b, w.mon.key...)

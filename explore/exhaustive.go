@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"bytes"
 	"fmt"
 	"hash/maphash"
 	"math/rand"
@@ -247,6 +248,10 @@ func (w *worker[M]) dfs(m M, depth int) memoEntry {
 		return e
 	}
 	order := w.order(choices)
+	var before []byte // m's encoding, when clones are checked
+	if s.opt.CheckClones {
+		before = bytes.Clone(w.buf)
+	}
 	w.onPath[k] = true
 	defer delete(w.onPath, k)
 	var total memoEntry
@@ -265,6 +270,12 @@ func (w *worker[M]) dfs(m M, depth int) memoEntry {
 		s.steps.Add(1)
 		w.path = append(w.path, pos)
 		e := w.dfs(n, depth+1)
+		if before != nil && i < len(order)-1 {
+			if w.buf = m.AppendState(w.buf[:0]); !bytes.Equal(w.buf, before) {
+				s.halt(fmt.Sprintf("clone check: stepping a clone with %s changed the state it was cloned from (schedule %s)",
+					m.Describe(choices[pos]), formatSchedule(w.path)))
+			}
+		}
 		w.path = w.path[:len(w.path)-1]
 		if s.stop.Load() {
 			return memoEntry{} // a bound stops the siblings too, not only the branch

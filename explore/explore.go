@@ -113,6 +113,14 @@ type Options struct {
 	// Progress, when set, is told of a long exhaustive search: the states
 	// seen and the time spent, about every ProgressEvery.
 	Progress func(states int, elapsed time.Duration)
+	// CheckClones re-encodes every state after each child stepped from its
+	// clone has been explored, and stops the search (Truncated names the
+	// step) when the state changed: a model whose Clone shares what a step
+	// then writes corrupts its siblings silently, and this finds it. It
+	// costs a second encoding of every state; the model's AppendState must
+	// read the state itself, not encodings cached beside it, for the check
+	// to see a change.
+	CheckClones bool
 }
 
 func (o *Options) defaults() {
@@ -164,9 +172,11 @@ func (r *Result) Passed() bool { return r.Violation == nil }
 func (r *Result) Complete() bool { return r.Violation != nil || r.Truncated == "" }
 
 // ScheduleString encodes Schedule for ParseSchedule.
-func (r *Result) ScheduleString() string {
-	parts := make([]string, len(r.Schedule))
-	for i, c := range r.Schedule {
+func (r *Result) ScheduleString() string { return formatSchedule(r.Schedule) }
+
+func formatSchedule(schedule []int) string {
+	parts := make([]string, len(schedule))
+	for i, c := range schedule {
 		parts[i] = strconv.Itoa(c)
 	}
 	return strings.Join(parts, ",")
