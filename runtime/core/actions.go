@@ -13,7 +13,7 @@ func (c *Core) NewLocal(value []byte) HandleID {
 	id := RRefID{Worker: c.self, Local: c.newID()}
 	o := &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}, value: value, local: 1}
 	c.stepOwner(o, rref.OwnerOnLocal)
-	c.owners[id] = o
+	c.ownersW()[id] = o
 	return c.newHandle(&handleRec{kind: handleOwner, rref: id})
 }
 
@@ -37,7 +37,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 		c.stepFork(&f, rref.ForkOnCreate)
 		o.forks[self] = f
 		o.known++
-		c.owners[id] = o
+		c.ownersW()[id] = o
 		h := c.newHandle(&handleRec{kind: handleSelfFork, rref: id, fork: self})
 		descs := c.forkAll(refs, c.self)
 		c.runAfter(c.self, descs, Run{Kind: RunRemote, From: c.self, RRef: id, Fn: fn, Args: args})
@@ -49,7 +49,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 		fork.Local = c.newID()
 	}
 	u := &userRec{state: rref.UserStart, owner: worker, rref: id, fork: fork, parentW: worker}
-	c.users[fork] = u
+	c.usersW()[fork] = u
 	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: id, fork: fork})
 	c.send(worker, c.pools().remoteCall.fill(rref.RemoteCall{RRef: id, Fork: fork, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
 	return u.handle, nil
@@ -65,7 +65,7 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 		return 0, err
 	}
 	id := c.newLocal()
-	c.calls[id] = worker
+	c.callsW()[id] = worker
 	c.send(worker, c.pools().call.fill(rref.Call{CallID: id, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
 	return id, nil
 }
@@ -88,7 +88,7 @@ func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID
 // CompleteRemote stores the result of a RunRemote: its value, or the user
 // function's error (userErr non-empty), which fetches then return.
 func (c *Core) CompleteRemote(id RRefID, value []byte, failed bool, userErr string) error {
-	o := c.owners[id]
+	o := c.ownersW()[id]
 	if o == nil || o.state != rref.OwnerPending {
 		return fmt.Errorf("core: CompleteRemote for %v, which is not running", id)
 	}
@@ -133,7 +133,7 @@ func (c *Core) Fetch(h HandleID) uint64 {
 	case handleLost:
 		return fail(hr.lost)
 	case handleOwner, handleSelfFork:
-		o := c.owners[hr.rref]
+		o := c.ownersW()[hr.rref]
 		if o == nil {
 			return fail(rref.ErrorKindDeleted) // unreachable while the handle holds it
 		}
@@ -145,7 +145,7 @@ func (c *Core) Fetch(h HandleID) uint64 {
 		}
 		return id
 	}
-	u := c.users[hr.fork]
+	u := c.usersW()[hr.fork]
 	switch {
 	case u == nil || u.state == rref.UserLost:
 		return fail(rref.ErrorKindLost)
@@ -155,7 +155,7 @@ func (c *Core) Fetch(h HandleID) uint64 {
 		return fail(rref.ErrorKindTimeout)
 	}
 	u.fetching++
-	c.fetches[id] = fetchRec{handle: h, fork: u.fork}
+	c.fetchesW()[id] = fetchRec{handle: h, fork: u.fork}
 	c.send(u.owner, c.pools().fetchCall.fill(rref.FetchCall{FetchID: id, RRef: u.rref, Fork: u.fork}))
 	return id
 }
@@ -168,7 +168,7 @@ func (c *Core) Timeout(h HandleID) error {
 	if hr == nil || hr.kind != handleUser {
 		return fmt.Errorf("%w: timeout of handle %d", ErrUnknownHandle, h)
 	}
-	if u := c.users[hr.fork]; u != nil {
+	if u := c.usersW()[hr.fork]; u != nil {
 		u.timedOut = true
 	}
 	return nil
@@ -181,18 +181,18 @@ func (c *Core) Release(h HandleID) error {
 	if hr == nil {
 		return fmt.Errorf("%w: release of handle %d", ErrUnknownHandle, h)
 	}
-	delete(c.handles, h)
+	delete(c.handlesW(), h)
 	switch hr.kind {
 	case handleLost:
 		return nil
 	case handleOwner:
-		if o := c.owners[hr.rref]; o != nil {
+		if o := c.ownersW()[hr.rref]; o != nil {
 			o.local--
 			c.maybeFree(hr.rref, o)
 		}
 		return nil
 	case handleSelfFork:
-		o := c.owners[hr.rref]
+		o := c.ownersW()[hr.rref]
 		if o == nil {
 			return nil
 		}
@@ -204,7 +204,7 @@ func (c *Core) Release(h HandleID) error {
 		}
 		return nil
 	}
-	u := c.users[hr.fork]
+	u := c.usersW()[hr.fork]
 	if u == nil {
 		return nil
 	}
@@ -214,7 +214,7 @@ func (c *Core) Release(h HandleID) error {
 		return nil
 	}
 	if u.state == rref.UserPending && mutant(mutPendingReleaseNoDelete) {
-		delete(c.users, u.fork)
+		delete(c.usersW(), u.fork)
 		return nil
 	}
 	c.stepUser(u, rref.UserOnRelease)
@@ -296,7 +296,7 @@ func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 		return rref.RRefDesc{Owner: c.ownerOfHandle(hr), RRef: hr.rref, Fork: child, Parent: parent, Cut: k}
 	}
 	if hr.kind == handleOwner || hr.kind == handleSelfFork {
-		o := c.owners[hr.rref]
+		o := c.ownersW()[hr.rref]
 		for {
 			if _, taken := o.forks[child]; !taken {
 				break
@@ -312,9 +312,9 @@ func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 		o.known++
 		return d
 	}
-	u := c.users[hr.fork]
+	u := c.usersW()[hr.fork]
 	if !mutant(mutNoPin) {
-		c.pins[child] = &pinRec{state: rref.ChildPinStart, rref: u.rref, parent: u.fork, child: to, owner: u.owner}
+		c.pinsW()[child] = &pinRec{state: rref.ChildPinStart, rref: u.rref, parent: u.fork, child: to, owner: u.owner}
 		u.pinned++
 	}
 	return rref.RRefDesc{Owner: u.owner, RRef: u.rref, Fork: child, Parent: u.fork}
@@ -398,12 +398,12 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 		}
 		return c.newHandle(&handleRec{kind: handleOwner, rref: d.RRef}), nil
 	}
-	if _, dup := c.users[d.Fork]; dup {
+	if _, dup := c.usersW()[d.Fork]; dup {
 		c.refuse(from, rref.CodeCall, "fork %v received twice", d.Fork)
 		return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, fork: d.Fork, lost: rref.ErrorKindBadRequest, owner: d.Owner}), nil
 	}
 	u := &userRec{state: rref.UserStart, owner: d.Owner, rref: d.RRef, fork: d.Fork, parent: d.Parent, parentW: from}
-	c.users[d.Fork] = u
+	c.usersW()[d.Fork] = u
 	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: d.RRef, fork: d.Fork})
 	switch {
 	case c.dead[d.Owner]:
@@ -441,7 +441,7 @@ func (c *Core) Dup(h HandleID) (HandleID, error) {
 	}
 	hr := c.handles[h]
 	if hr.kind == handleOwner || hr.kind == handleSelfFork {
-		c.owners[hr.rref].local++
+		c.ownersW()[hr.rref].local++
 		return c.newHandle(&handleRec{kind: handleOwner, rref: hr.rref}), nil
 	}
 	d := c.fork(hr, c.self)

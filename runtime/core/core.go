@@ -115,7 +115,7 @@ type tombstone struct {
 // Core is the protocol state of one worker.
 type Core struct {
 	self      WorkerID
-	ids       rand.ChaCha8 // the unguessable part of RRef and fork ids
+	ids       *rand.ChaCha8 // the unguessable part of RRef and fork ids (copied on write: cow.go)
 	drawn     uint64       // values drawn from ids: with the seed, its whole state
 	nextLocal uint64       // handles, fetches and calls: never travel as a right
 
@@ -140,6 +140,10 @@ type Core struct {
 	pendingTicks uint64
 	seeded       bool
 	expired      int
+
+	// shared holds the tables this core shares with a clone, copied on
+	// their first write (cow.go).
+	shared table
 
 	dupes, bad, illegals int
 	ready                Ready
@@ -199,6 +203,7 @@ func WithPendingTicks(n int) Option {
 func New(self WorkerID, opts ...Option) *Core {
 	c := &Core{
 		self:         self,
+		ids:          new(rand.ChaCha8),
 		owners:       map[RRefID]*ownerRec{},
 		users:        map[ForkID]*userRec{},
 		pins:         map[ForkID]*pinRec{},
@@ -268,7 +273,7 @@ func (c *Core) send(to WorkerID, m rref.Message) {
 // 64 random bits: a repeat takes about 2^32 ids minted by one worker.
 func (c *Core) newID() uint64 {
 	for {
-		x := c.ids.Uint64()
+		x := c.idsW().Uint64()
 		c.drawn++
 		if x != 0 && !c.idTaken(x) {
 			return x
@@ -348,7 +353,7 @@ func (c *Core) stepPin(p *pinRec, e rref.ChildPinEvent) genrt.Outcome {
 	return step(c, &p.state, e, rref.StepChildPin)
 }
 
-func (c *Core) tombstone(id RRefID, kind ErrorKind) { c.tombs.add(id, tombstone{kind: kind}) }
+func (c *Core) tombstone(id RRefID, kind ErrorKind) { c.tombsW().add(id, tombstone{kind: kind}) }
 
 // storeFork writes a fork back; a fork in a final state is dropped from its
 // owner and remembered, boundedly, as gone, so memory follows live forks only.
@@ -358,7 +363,7 @@ func (c *Core) storeFork(o *ownerRec, id ForkID, f forkRec) {
 		return
 	}
 	delete(o.forks, id)
-	c.goneForks.add(id, struct{}{})
+	c.goneForksW().add(id, struct{}{})
 }
 
 func (c *Core) forkGone(id ForkID) bool {
@@ -368,7 +373,7 @@ func (c *Core) forkGone(id ForkID) bool {
 
 func (c *Core) newHandle(h *handleRec) HandleID {
 	id := HandleID(c.newLocal())
-	c.handles[id] = h
+	c.handlesW()[id] = h
 	return id
 }
 
@@ -376,7 +381,7 @@ func (c *Core) newHandle(h *handleRec) HandleID {
 // tombstone's kind when the value is gone or can never exist, or
 // ErrorKindNone when its RemoteCall may still arrive (see admit).
 func (c *Core) ownerOf(id RRefID) (*ownerRec, ErrorKind) {
-	if o := c.owners[id]; o != nil {
+	if o := c.ownersW()[id]; o != nil {
 		return o, rref.ErrorKindNone
 	}
 	if t, ok := c.tombs.get(id); ok {
@@ -410,10 +415,10 @@ func (c *Core) admit(from WorkerID, id RRefID, o *ownerRec, code rref.Code, what
 		if c.stepOwner(o, rref.OwnerOnAwait) != genrt.Moved {
 			return nil, &BadInputError{From: from, Code: code, Why: "no record can await " + fmtRRef(id)}
 		}
-		c.owners[id] = o
-		c.awaiting[id] = c.epoch
+		c.ownersW()[id] = o
+		c.awaitingW()[id] = c.epoch
 	}
-	c.charged[from]++
+	c.chargedW()[from]++
 	// Kept sorted by peer, so that equal records encode equally (AppendState).
 	i, found := slices.BinarySearchFunc(o.charges, from, func(ch charge, p WorkerID) int { return cmp.Compare(ch.peer, p) })
 	if found {
@@ -428,12 +433,14 @@ func (c *Core) admit(from WorkerID, id RRefID, o *ownerRec, code rref.Code, what
 // awaits its RemoteCall: it was created or given up.
 func (c *Core) settleAwait(id RRefID, o *ownerRec) {
 	for _, ch := range o.charges {
-		if c.charged[ch.peer] -= ch.n; c.charged[ch.peer] <= 0 {
-			delete(c.charged, ch.peer)
+		if charged := c.chargedW(); charged[ch.peer]-ch.n <= 0 {
+			delete(charged, ch.peer)
+		} else {
+			charged[ch.peer] -= ch.n
 		}
 	}
 	o.charges = nil
-	delete(c.awaiting, id)
+	delete(c.awaitingW(), id)
 }
 
 // maybeFree frees an owner's value once nothing refers to it.
@@ -444,7 +451,7 @@ func (c *Core) maybeFree(id RRefID, o *ownerRec) {
 	if c.stepOwner(o, rref.OwnerOnFree) != genrt.Moved {
 		return
 	}
-	delete(c.owners, id)
+	delete(c.ownersW(), id)
 	if !mutant(mutNoTombstone) {
 		c.tombstone(id, rref.ErrorKindDeleted)
 	}
@@ -461,15 +468,17 @@ func (c *Core) maybeDrain(u *userRec) {
 	}
 	if u.state.IsFinal() && u.pinned == 0 && u.fetching == 0 && len(u.runs) == 0 {
 		if h, ok := c.handles[u.handle]; !ok || h.kind != handleUser || h.fork != u.fork {
-			delete(c.users, u.fork) // released, or never handed to the program
+			delete(c.usersW(), u.fork) // released, or never handed to the program
 		} else if u.state != rref.UserDeleted {
-			delete(c.users, u.fork) // lost or orphaned: the handle alone remembers why
-			h.kind = handleLost
-			h.owner = u.owner
-			h.lost = rref.ErrorKindLost
+			delete(c.usersW(), u.fork) // lost or orphaned: the handle alone remembers why
+			lost := *h // a new record: a clone may share the old one (cow.go)
+			lost.kind = handleLost
+			lost.owner = u.owner
+			lost.lost = rref.ErrorKindLost
 			if u.state == rref.UserOrphaned {
-				h.lost = rref.ErrorKindOwnerFailed
+				lost.lost = rref.ErrorKindOwnerFailed
 			}
+			c.handlesW()[u.handle] = &lost
 		}
 	}
 }
@@ -523,9 +532,9 @@ func (c *Core) Tick() {
 	slices.SortFunc(old, compareRRefs) // outputs in a fixed order, for replays
 	lose := map[RRefID]bool{}
 	for _, id := range old {
-		o := c.owners[id]
+		o := c.ownersW()[id]
 		if o == nil || o.state != rref.OwnerAwaiting {
-			delete(c.awaiting, id) // unreachable: settleAwait keeps the two in step
+			delete(c.awaitingW(), id) // unreachable: settleAwait keeps the two in step
 			continue
 		}
 		if c.giveUp(id, o, rref.OwnerOnExpire) && o.local > 0 {
@@ -543,7 +552,7 @@ func (c *Core) giveUp(id RRefID, o *ownerRec, e rref.OwnerEvent) bool {
 		return false
 	}
 	c.settleAwait(id, o)
-	delete(c.owners, id)
+	delete(c.ownersW(), id)
 	c.tombstone(id, rref.ErrorKindLost)
 	for _, wf := range o.waiting {
 		c.failFetch(id, wf, rref.ErrorKindLost)

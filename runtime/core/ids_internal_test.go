@@ -11,7 +11,7 @@ import (
 // minting must skip every one of them.
 func TestNewIDSkipsIDsInUse(t *testing.T) {
 	c := New(1, WithIDSeed([32]byte{7}))
-	peek := c.ids // a copy: the values c will draw next
+	peek := *c.ids // a copy: the values c will draw next
 	next := make([]uint64, 6)
 	for i := range next {
 		next[i] = peek.Uint64()
@@ -35,7 +35,7 @@ func TestOwnerForkSkipsItsForks(t *testing.T) {
 	c := New(2, WithIDSeed([32]byte{8}))
 	h := c.NewLocal([]byte("v"))
 	id := c.handles[h].rref
-	peek := c.ids
+	peek := *c.ids
 	taken, free := peek.Uint64(), peek.Uint64()
 	c.owners[id].forks[ForkID{Worker: 2, Local: taken}] = forkRec{state: rref.ForkKnown, holder: 3}
 	d := c.fork(c.handles[h], 3)

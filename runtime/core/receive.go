@@ -31,7 +31,7 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		if err := c.checkDescs(from, rref.CodeCallRet, m.RRefs); err != nil {
 			return err
 		}
-		delete(c.calls, m.CallID)
+		delete(c.callsW(), m.CallID)
 		hs := c.receiveAll(from, m.RRefs, nil)
 		c.ready.Calls = append(c.ready.Calls, CallResult{CallID: m.CallID, Result: m.Result, Handles: hs, Err: m.Error, Message: m.Message})
 	case *rref.RemoteCall:
@@ -91,9 +91,9 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 		c.dupes++ // a resent RemoteCall never re-creates a freed value
 		return nil
 	} else if gone {
-		delete(c.tombs.m, m.RRef) // the mutant forgets the value was freed
+		delete(c.tombsW().m, m.RRef) // the mutant forgets the value was freed
 	}
-	o := c.owners[m.RRef]
+	o := c.ownersW()[m.RRef]
 	created := o == nil
 	if created {
 		o = &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
@@ -104,7 +104,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 		return nil
 	}
 	if created {
-		c.owners[m.RRef] = o
+		c.ownersW()[m.RRef] = o
 	}
 	if awaited {
 		c.settleAwait(m.RRef, o)
@@ -145,7 +145,7 @@ func (c *Core) refuseLateRemote(from WorkerID, m *rref.RemoteCall) {
 // onConfirm handles the owner's answer to a fork: RemoteRet for the creator's
 // fork, ForkAck for a fork requested by a user that got it from another user.
 func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, refused bool) error {
-	u := c.users[fork]
+	u := c.usersW()[fork]
 	if u == nil {
 		c.dupes++ // answered before: the record is gone
 		return nil
@@ -219,11 +219,11 @@ func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
 		c.dupes++
 		return nil
 	}
-	u := c.users[f.fork]
+	u := c.usersW()[f.fork]
 	if u == nil || u.owner != from || u.rref != m.RRef {
 		return c.refuse(from, rref.CodeFetchRet, "reply to fetch %d from a worker that is not its owner", m.FetchID)
 	}
-	delete(c.fetches, m.FetchID)
+	delete(c.fetchesW(), m.FetchID)
 	u.fetching--
 	c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: m.FetchID, Handle: f.handle, Value: m.Value, Err: m.Error, Message: m.Message})
 	c.maybeDrain(u)
@@ -275,7 +275,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	if !seen && o != nil {
 		if p, ok := o.forks[m.Parent]; ok && p.holder != m.Fork.Worker {
 			// A child's id is minted by its parent's holder.
-			c.goneForks.add(m.Fork, struct{}{})
+			c.goneForksW().add(m.Fork, struct{}{})
 			refused()
 			return c.refuse(from, rref.CodeForkRequest, "fork %v names parent %v, held by worker %d, which did not mint it", m.Fork, m.Parent, p.holder)
 		}
@@ -283,7 +283,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	if !seen && (o == nil || o.state == rref.OwnerAwaiting) {
 		var err error
 		if o, err = c.admit(from, m.RRef, o, rref.CodeForkRequest, "fork request"); err != nil {
-			c.goneForks.add(m.Fork, struct{}{}) // refused for good: a resend must not be confirmed
+			c.goneForksW().add(m.Fork, struct{}{}) // refused for good: a resend must not be confirmed
 			refused()
 			return err
 		}
@@ -310,7 +310,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 }
 
 func (c *Core) onChildAccept(from WorkerID, m *rref.ChildAccept) error {
-	p := c.pins[m.Child]
+	p := c.pinsW()[m.Child]
 	if p == nil {
 		c.dupes++
 		return nil
@@ -330,8 +330,8 @@ func (c *Core) resolvePin(child ForkID, p *pinRec, e rref.ChildPinEvent) {
 	if c.stepPin(p, e) != genrt.Moved {
 		return
 	}
-	delete(c.pins, child)
-	if u := c.users[p.parent]; u != nil {
+	delete(c.pinsW(), child)
+	if u := c.usersW()[p.parent]; u != nil {
 		u.pinned--
 		c.maybeDrain(u)
 	}
@@ -344,7 +344,7 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 		}
 		return nil
 	}
-	o := c.owners[m.RRef]
+	o := c.ownersW()[m.RRef]
 	if o == nil {
 		return c.refuse(from, rref.CodeUserDelete, "delete for unknown %v", m.RRef)
 	}
@@ -380,11 +380,11 @@ func (c *Core) PeerFailed(w WorkerID) {
 	if w == c.self || c.dead[w] {
 		return
 	}
-	c.dead[w] = true
+	c.deadW()[w] = true
 	// Maps are walked in sorted order so the outputs, and every replay, are deterministic.
 	lose := map[RRefID]bool{}
 	for _, id := range sortedRRefs(c.owners) {
-		o := c.owners[id]
+		o := c.ownersW()[id]
 		for _, fid := range sortedForks(o.forks) {
 			f := o.forks[fid]
 			if f.holder == w && !mutant(mutDeadHolderKept) && c.stepFork(&f, rref.ForkOnHolderFailed) == genrt.Moved {
@@ -409,7 +409,7 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 	c.loseLocalHandles(lose)
 	for _, child := range sortedForks(c.pins) {
-		p := c.pins[child]
+		p := c.pinsW()[child]
 		switch {
 		case p.owner == w:
 			c.resolvePin(child, p, rref.ChildPinOnOwnerFailed)
@@ -419,14 +419,14 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 	for _, id := range sortedU64(c.fetches) {
 		f := c.fetches[id]
-		if u := c.users[f.fork]; u != nil && u.owner == w && !mutant(mutOwnerDeathNotToFetches) {
-			delete(c.fetches, id)
+		if u := c.usersW()[f.fork]; u != nil && u.owner == w && !mutant(mutOwnerDeathNotToFetches) {
+			delete(c.fetchesW(), id)
 			u.fetching--
 			c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: id, Handle: f.handle, Err: rref.ErrorKindOwnerFailed})
 		}
 	}
 	for _, fid := range sortedForks(c.users) {
-		u := c.users[fid]
+		u := c.usersW()[fid]
 		if u != nil && u.owner == w {
 			c.stepUser(u, rref.UserOnOwnerFailed)
 			c.settleRuns(u)
@@ -435,7 +435,7 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 	for _, id := range sortedU64(c.calls) {
 		if c.calls[id] == w {
-			delete(c.calls, id)
+			delete(c.callsW(), id)
 			c.ready.Calls = append(c.ready.Calls, CallResult{CallID: id, Err: rref.ErrorKindOwnerFailed, Message: "worker failed"})
 		}
 	}
@@ -447,11 +447,11 @@ func (c *Core) loseLocalHandles(ids map[RRefID]bool) {
 	if len(ids) == 0 {
 		return
 	}
-	for _, h := range c.handles {
+	handles := c.handlesW()
+	for id, h := range handles {
 		if h.kind == handleOwner && ids[h.rref] {
-			h.kind = handleLost
-			h.owner = c.self
-			h.lost = rref.ErrorKindLost
+			// A new record: a clone may share the old one (cow.go).
+			handles[id] = &handleRec{kind: handleLost, rref: h.rref, fork: h.fork, lost: rref.ErrorKindLost, owner: c.self}
 		}
 	}
 }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -10,60 +9,16 @@ import (
 	"github.com/rrefkit/rref/genrt"
 )
 
-// Clone returns an independent deep copy, for explorers that branch.
-// Values and messages are shared: the core never mutates them.
+// Clone returns an independent copy, for explorers that branch. It copies
+// nothing at once: both cores share every table until each writes it (see
+// cow.go). Values and messages are shared: the core never mutates them.
 func (c *Core) Clone() *Core {
+	c.shared = allTables
 	d := *c
 	// The free lists of sent messages and the decoder's storage are the
 	// original's: a clone starts its own, or both would fill one message.
 	d.msgs = nil
 	d.dec = nil
-	d.owners = make(map[RRefID]*ownerRec, len(c.owners))
-	for id, o := range c.owners {
-		oo := *o
-		oo.forks = maps.Clone(o.forks)
-		oo.waiting = slices.Clone(o.waiting)
-		oo.charges = slices.Clone(o.charges)
-		d.owners[id] = &oo
-	}
-	var runs map[*pendingRun]*pendingRun // made when a user has runs: most have none
-	cloneRun := func(r *pendingRun) *pendingRun {
-		if n, ok := runs[r]; ok {
-			return n
-		}
-		if runs == nil {
-			runs = map[*pendingRun]*pendingRun{}
-		}
-		n := *r
-		runs[r] = &n
-		return &n
-	}
-	d.users = make(map[ForkID]*userRec, len(c.users))
-	for id, u := range c.users {
-		uu := *u
-		uu.runs = nil
-		for _, r := range u.runs {
-			uu.runs = append(uu.runs, cloneRun(r))
-		}
-		d.users[id] = &uu
-	}
-	d.pins = make(map[ForkID]*pinRec, len(c.pins))
-	for id, p := range c.pins {
-		pp := *p
-		d.pins[id] = &pp
-	}
-	d.handles = make(map[HandleID]*handleRec, len(c.handles))
-	for id, h := range c.handles {
-		hh := *h
-		d.handles[id] = &hh
-	}
-	d.fetches = maps.Clone(c.fetches)
-	d.calls = maps.Clone(c.calls)
-	d.dead = maps.Clone(c.dead)
-	d.awaiting = maps.Clone(c.awaiting)
-	d.charged = maps.Clone(c.charged)
-	d.tombs = c.tombs.clone()
-	d.goneForks = c.goneForks.clone()
 	d.ready = Ready{}
 	return &d
 }

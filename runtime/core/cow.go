@@ -1,0 +1,176 @@
+package core
+
+import (
+	"maps"
+	"math/rand/v2"
+	"slices"
+)
+
+// A core's tables are copied on write: Clone shares them all with the copy,
+// and each core copies a table the first time it writes it after a Clone.
+// An explorer clones a core for every step that changes it, and a step
+// writes one table or three of eleven, so the rest are never copied.
+//
+// The rule that keeps it sound: a method that may change a table, or a
+// record in it, reaches the table through its accessor below (ownersW,
+// usersW, ...) before taking any record out of it, and reads the field
+// directly only where it changes nothing. A record taken through the field
+// and written after a copy would write the table the clone shares.
+// Handle records are never written once in the table (a change replaces
+// the record), so the handles table is copied without its records.
+// conformance's TestClonesShareNothingWritten explores the corpus with
+// every state re-encoded after its siblings ran, and fails on any such
+// write.
+
+// table is one bit of Core.shared: a table this core shares with a clone.
+type table uint16
+
+const (
+	tabOwners table = 1 << iota
+	tabUsers
+	tabPins
+	tabHandles
+	tabFetches
+	tabCalls
+	tabDead
+	tabAwaiting
+	tabCharged
+	tabTombs
+	tabGoneForks
+	tabIDs // the id generator: 320 bytes most steps never draw from
+	allTables = 1<<iota - 1
+)
+
+// writes reports whether t is shared, and makes it this core's own from
+// now on: the caller copies it.
+func (c *Core) writes(t table) bool {
+	if c.shared&t == 0 {
+		return false
+	}
+	c.shared &^= t
+	return true
+}
+
+// ownersW is the owners table, to change: its records and their forks,
+// waiting fetches and charges copied first if a clone shares them.
+func (c *Core) ownersW() map[RRefID]*ownerRec {
+	if c.writes(tabOwners) {
+		owners := make(map[RRefID]*ownerRec, len(c.owners))
+		for id, o := range c.owners {
+			oo := *o
+			oo.forks = maps.Clone(o.forks)
+			oo.waiting = slices.Clone(o.waiting)
+			oo.charges = slices.Clone(o.charges)
+			owners[id] = &oo
+		}
+		c.owners = owners
+	}
+	return c.owners
+}
+
+// usersW is the users table, to change, its records copied first if a
+// clone shares them. Runs waiting for several forks stay shared among
+// their copied users, as they were among the originals.
+func (c *Core) usersW() map[ForkID]*userRec {
+	if c.writes(tabUsers) {
+		var runs map[*pendingRun]*pendingRun // made when a user has runs: most have none
+		users := make(map[ForkID]*userRec, len(c.users))
+		for id, u := range c.users {
+			uu := *u
+			uu.runs = nil
+			for _, r := range u.runs {
+				n, ok := runs[r]
+				if !ok {
+					if runs == nil {
+						runs = map[*pendingRun]*pendingRun{}
+					}
+					copied := *r
+					n = &copied
+					runs[r] = n
+				}
+				uu.runs = append(uu.runs, n)
+			}
+			users[id] = &uu
+		}
+		c.users = users
+	}
+	return c.users
+}
+
+// pinsW is the pins table, to change.
+func (c *Core) pinsW() map[ForkID]*pinRec {
+	if c.writes(tabPins) {
+		pins := make(map[ForkID]*pinRec, len(c.pins))
+		for id, p := range c.pins {
+			pp := *p
+			pins[id] = &pp
+		}
+		c.pins = pins
+	}
+	return c.pins
+}
+
+// handlesW is the handles table, to change; its records are immutable.
+func (c *Core) handlesW() map[HandleID]*handleRec {
+	if c.writes(tabHandles) {
+		c.handles = maps.Clone(c.handles)
+	}
+	return c.handles
+}
+
+func (c *Core) fetchesW() map[uint64]fetchRec {
+	if c.writes(tabFetches) {
+		c.fetches = maps.Clone(c.fetches)
+	}
+	return c.fetches
+}
+
+func (c *Core) callsW() map[uint64]WorkerID {
+	if c.writes(tabCalls) {
+		c.calls = maps.Clone(c.calls)
+	}
+	return c.calls
+}
+
+func (c *Core) deadW() map[WorkerID]bool {
+	if c.writes(tabDead) {
+		c.dead = maps.Clone(c.dead)
+	}
+	return c.dead
+}
+
+func (c *Core) awaitingW() map[RRefID]uint64 {
+	if c.writes(tabAwaiting) {
+		c.awaiting = maps.Clone(c.awaiting)
+	}
+	return c.awaiting
+}
+
+func (c *Core) chargedW() map[WorkerID]int {
+	if c.writes(tabCharged) {
+		c.charged = maps.Clone(c.charged)
+	}
+	return c.charged
+}
+
+func (c *Core) tombsW() *bounded[RRefID, tombstone] {
+	if c.writes(tabTombs) {
+		c.tombs = c.tombs.clone()
+	}
+	return &c.tombs
+}
+
+func (c *Core) goneForksW() *bounded[ForkID, struct{}] {
+	if c.writes(tabGoneForks) {
+		c.goneForks = c.goneForks.clone()
+	}
+	return &c.goneForks
+}
+
+func (c *Core) idsW() *rand.ChaCha8 {
+	if c.writes(tabIDs) {
+		ids := *c.ids
+		c.ids = &ids
+	}
+	return c.ids
+}
