@@ -116,8 +116,8 @@ type tombstone struct {
 type Core struct {
 	self      WorkerID
 	ids       *rand.ChaCha8 // the unguessable part of RRef and fork ids (copied on write: cow.go)
-	drawn     uint64       // values drawn from ids: with the seed, its whole state
-	nextLocal uint64       // handles, fetches and calls: never travel as a right
+	drawn     uint64        // values drawn from ids: with the seed, its whole state
+	nextLocal uint64        // handles, fetches and calls: never travel as a right
 
 	owners  map[RRefID]*ownerRec
 	users   map[ForkID]*userRec
@@ -471,7 +471,7 @@ func (c *Core) maybeDrain(u *userRec) {
 			delete(c.usersW(), u.fork) // released, or never handed to the program
 		} else if u.state != rref.UserDeleted {
 			delete(c.usersW(), u.fork) // lost or orphaned: the handle alone remembers why
-			lost := *h // a new record: a clone may share the old one (cow.go)
+			lost := *h                 // a new record: a clone may share the old one (cow.go)
 			lost.kind = handleLost
 			lost.owner = u.owner
 			lost.lost = rref.ErrorKindLost

@@ -37,7 +37,7 @@ const (
 	tabCharged
 	tabTombs
 	tabGoneForks
-	tabIDs // the id generator: 320 bytes most steps never draw from
+	tabIDs    // the id generator: 320 bytes most steps never draw from
 	allTables = 1<<iota - 1
 )
 
