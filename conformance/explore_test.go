@@ -163,7 +163,7 @@ func TestStateEncodingIsUnambiguous(t *testing.T) {
 		k := handleKey{1, name}
 		w.p.handles[k] = &progHandle{id: id}
 		w.p.fetches[k] = &fetchState{done: true, value: []byte(value), err: err}
-		w.mon.exemptRRef[exempt] = true
+		w.mon.exemptRRef.set(exempt, true)
 		return w
 	}
 	base := world("c", 12, "1", 23, RRefID{Worker: 1, Local: 1})

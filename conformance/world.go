@@ -78,42 +78,33 @@ type travelling struct {
 // monitor is the ground truth the invariants are checked against. It only
 // observes: what programs did, and what cores emitted.
 type monitor struct {
-	values        map[RRefID]int64 // expected value; absent for a failing remote
-	failing       map[RRefID]bool
-	deletes       map[ForkID]int
-	answered      map[ForkID]bool
-	refused       map[ForkID]bool
-	children      map[ForkID][]ForkID
-	path          map[ForkID][]WorkerID
-	exempt        map[ForkID]bool
-	exemptRRef    map[RRefID]bool
-	remoteArrived map[RRefID]bool
-	owners        map[RRefID]WorkerID
+	values        cowMap[RRefID, int64] // expected value; absent for a failing remote
+	failing       cowMap[RRefID, bool]
+	deletes       cowMap[ForkID, int]
+	answered      cowMap[ForkID, bool]
+	refused       cowMap[ForkID, bool]
+	children      cowMap[ForkID, []ForkID] // slices never written in place: appended to a copy
+	path          cowMap[ForkID, []WorkerID]
+	exempt        cowMap[ForkID, bool]
+	exemptRRef    cowMap[RRefID, bool]
+	remoteArrived cowMap[RRefID, bool]
+	owners        cowMap[RRefID, WorkerID]
 	crashed       bool
 	key           []byte // the cached encoding (appendMonitor); nil when not known
 }
 
-func newMonitor() *monitor {
-	return &monitor{values: map[RRefID]int64{}, failing: map[RRefID]bool{}, deletes: map[ForkID]int{},
-		answered: map[ForkID]bool{}, refused: map[ForkID]bool{}, children: map[ForkID][]ForkID{},
-		path: map[ForkID][]WorkerID{}, exempt: map[ForkID]bool{}, exemptRRef: map[RRefID]bool{},
-		remoteArrived: map[RRefID]bool{}, owners: map[RRefID]WorkerID{}}
-}
+func newMonitor() *monitor { return &monitor{} }
 
+// clone shares every map with m, each copied on its first write (cowMap):
+// a step writes one fact or two. m itself is not written after a clone
+// (worlds share it read-only, see mw), so only the copy's maps are marked.
 func (m *monitor) clone() *monitor {
 	n := *m
 	n.key = nil
-	n.values = maps.Clone(m.values)
-	n.failing = maps.Clone(m.failing)
-	n.deletes = maps.Clone(m.deletes)
-	n.answered = maps.Clone(m.answered)
-	n.refused = maps.Clone(m.refused)
-	n.children = maps.Clone(m.children)
-	n.path = maps.Clone(m.path)
-	n.exempt = maps.Clone(m.exempt)
-	n.exemptRRef = maps.Clone(m.exemptRRef)
-	n.remoteArrived = maps.Clone(m.remoteArrived)
-	n.owners = maps.Clone(m.owners)
+	for _, c := range []interface{ share() }{&n.values, &n.failing, &n.deletes, &n.answered, &n.refused,
+		&n.children, &n.path, &n.exempt, &n.exemptRRef, &n.remoteArrived, &n.owners} {
+		c.share()
+	}
 	return &n
 }
 
@@ -351,7 +342,7 @@ func (w *World) Step(c int) {
 		cr.PeerFailed(m.from)
 	} else {
 		if rc, ok := m.msg.(*rref.RemoteCall); ok {
-			w.mw().remoteArrived[rc.RRef] = true
+			w.mw().remoteArrived.set(rc.RRef, true)
 		}
 		cr.Deliver(m.from, m.msg)
 	}
@@ -377,7 +368,7 @@ func (w *World) New(wn, x string, v int64) error {
 	wid := w.ids[wn]
 	h := w.core(wid).NewLocal(valueBytes(v))
 	w.bind(handleKey{wid, x}, h)
-	w.mw().values[w.p.handles[handleKey{wid, x}].rref] = v
+	w.mw().values.set(w.p.handles[handleKey{wid, x}].rref, v)
 	w.drain(wid)
 	return nil
 }
@@ -396,11 +387,11 @@ func (w *World) Remote(wn, owner, x string, v int64, fail bool) error {
 	w.bind(k, h)
 	id := w.p.handles[k].rref
 	mon := w.mw()
-	mon.owners[id] = w.ids[owner]
+	mon.owners.set(id, w.ids[owner])
 	if fail {
-		mon.failing[id] = true
+		mon.failing.set(id, true)
 	} else {
-		mon.values[id] = v
+		mon.values.set(id, v)
 	}
 	w.drain(wid)
 	return nil
@@ -434,9 +425,9 @@ func (w *World) Fetch(wn, x string) error {
 	h := w.p.handles[k]
 	f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut, issued: *h}
 	f.issued.key = k
-	if want, ok := w.mon.values[h.rref]; ok {
+	if want, ok := w.mon.values.m[h.rref]; ok {
 		f.holds = scenario.Holding{Known: true, Value: string(valueBytes(want))}
-	} else if w.mon.failing[h.rref] {
+	} else if w.mon.failing.m[h.rref] {
 		f.holds = scenario.Holding{Known: true, Fail: true}
 	}
 	id := h.id
@@ -553,14 +544,14 @@ func (w *World) crash(x WorkerID) {
 	w.inflight = kept
 	// Exemptions of S1: forks still unanswered below the dead worker, and values
 	// whose creator died before its RemoteCall reached the owner.
-	for f, p := range mon.path {
-		if !mon.answered[f] && slices.Contains(p, x) {
-			mon.exempt[f] = true
+	for f, p := range mon.path.m {
+		if !mon.answered.m[f] && slices.Contains(p, x) {
+			mon.exempt.set(f, true)
 		}
 	}
 	for _, h := range w.p.handles {
-		if h.rref.Worker == x && !mon.remoteArrived[h.rref] {
-			mon.exemptRRef[h.rref] = true
+		if h.rref.Worker == x && !mon.remoteArrived.m[h.rref] {
+			mon.exemptRRef.set(h.rref, true)
 		}
 	}
 	for i := range w.cores {
@@ -725,12 +716,12 @@ func (w *World) fetched(id WorkerID, fr core.FetchResult) {
 	where := fmt.Sprintf("%s's fetch of %s", w.name(id), h.key.name)
 	switch fr.Err {
 	case rref.ErrorKindNone:
-		want, known := w.mon.values[h.rref]
+		want, known := w.mon.values.m[h.rref]
 		if !known || string(fr.Value) != string(valueBytes(want)) {
 			w.fail(rref.InvariantS4, 0, "%s returned %q, not the value", where, fr.Value)
 		}
 	case rref.ErrorKindUser:
-		if !w.mon.failing[h.rref] {
+		if !w.mon.failing.m[h.rref] {
 			w.fail(rref.InvariantS4, 0, "%s failed with a user error, but the function succeeded", where)
 		}
 	case rref.ErrorKindDeleted:
@@ -741,7 +732,7 @@ func (w *World) fetched(id WorkerID, fr core.FetchResult) {
 		// Only a handle a crash may have cut off (S1's exceptions), or one
 		// the owner refused, may be lost; a crash elsewhere excuses nothing.
 		mon := w.mon
-		cut := mon.exempt[h.fork] && h.fork != (ForkID{}) || mon.exemptRRef[h.rref] || mon.refused[h.fork] && mon.crashed
+		cut := mon.exempt.m[h.fork] && h.fork != (ForkID{}) || mon.exemptRRef.m[h.rref] || mon.refused.m[h.fork] && mon.crashed
 		if f.liveAtIssue && !cut {
 			if !mon.crashed {
 				w.fail(rref.InvariantS4, 0, "%s failed with lost in a run without a crash", where)
@@ -770,7 +761,7 @@ func (w *World) ownerDead(h *progHandle) bool {
 // ownerOf is the owner of id as the monitor saw it (the callee of the remote
 // that created it, or its creator for a local value).
 func (w *World) ownerOf(id RRefID) WorkerID {
-	if o, ok := w.mon.owners[id]; ok {
+	if o, ok := w.mon.owners.m[id]; ok {
 		return o
 	}
 	return id.Worker
@@ -781,23 +772,23 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 	descs := func(ds []rref.RRefDesc, to WorkerID, bindName string) {
 		for _, d := range ds {
 			mon := w.mw()
-			mon.owners[d.RRef] = d.Owner
+			mon.owners.set(d.RRef, d.Owner)
 			if d.Cut != rref.ErrorKindNone {
 				// A cut handle passed on: its copy is cut too, never confirmed
 				// and never deleted, and its value may be gone (S1's exception).
-				mon.exempt[d.Fork] = true
+				mon.exempt.set(d.Fork, true)
 			}
 			if d.Parent == (ForkID{Worker: d.RRef.Worker, Local: d.RRef.Local}) {
-				mon.path[d.Fork] = nil
-				mon.answered[d.Fork] = true // the owner knew the fork when it sent it
+				mon.path.set(d.Fork, nil)
+				mon.answered.set(d.Fork, true) // the owner knew the fork when it sent it
 			} else {
-				mon.children[d.Parent] = append(slices.Clone(mon.children[d.Parent]), d.Fork)
-				mon.path[d.Fork] = append(slices.Clone(mon.path[d.Parent]), from)
+				mon.children.set(d.Parent, append(slices.Clone(mon.children.m[d.Parent]), d.Fork))
+				mon.path.set(d.Fork, append(slices.Clone(mon.path.m[d.Parent]), from))
 				// A child of a cut handle is as cut as its parent: the
 				// crash's exemption holds for it too. A child of a fork
 				// the owner confirmed before the crash is not exempt.
-				if mon.exempt[d.Parent] {
-					mon.exempt[d.Fork] = true
+				if mon.exempt.m[d.Parent] {
+					mon.exempt.set(d.Fork, true)
 				}
 			}
 			if bindName != "" {
@@ -817,23 +808,23 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 		descs(m.RRefs, e.To, name)
 	case *rref.RemoteCall:
 		mon := w.mw()
-		mon.path[m.Fork] = nil
+		mon.path.set(m.Fork, nil)
 		descs(m.RRefs, e.To, "")
 	case *rref.RemoteRet:
 		mon := w.mw()
-		mon.answered[m.Fork] = true
+		mon.answered.set(m.Fork, true)
 	case *rref.ForkAck:
 		mon := w.mw()
-		mon.answered[m.Fork] = true
+		mon.answered.set(m.Fork, true)
 		if m.Refused {
-			mon.refused[m.Fork] = true
+			mon.refused.set(m.Fork, true)
 		}
 	case *rref.ChildAccept:
 		if e.From == w.ownerOf(m.RRef) {
 			mon := w.mw()
-			mon.answered[m.Child] = true // the owner as callee answers directly
+			mon.answered.set(m.Child, true) // the owner as callee answers directly
 			if m.Refused {
-				mon.refused[m.Child] = true
+				mon.refused.set(m.Child, true)
 			}
 		}
 	case *rref.UserDelete:
@@ -844,8 +835,8 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 // checkDelete is S2 and the emission half of S3.
 func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 	mon := w.mon
-	for _, child := range mon.children[m.Fork] {
-		if mon.answered[child] {
+	for _, child := range mon.children.m[m.Fork] {
+		if mon.answered.m[child] {
 			continue
 		}
 		if t, ok := w.p.travel[child]; ok && w.dead[t.to-1] {
@@ -857,11 +848,11 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 		w.fail(rref.InvariantS2, 0, "%s sent the delete of fork %v while its child %v was not yet answered by the owner", w.name(from), m.Fork, child)
 	}
 	mon = w.mw()
-	mon.deletes[m.Fork]++
-	if mon.deletes[m.Fork] > 1 {
+	mon.deletes.set(m.Fork, mon.deletes.m[m.Fork]+1)
+	if mon.deletes.m[m.Fork] > 1 {
 		w.fail(rref.InvariantS3, 0, "%s sent a second delete for fork %v", w.name(from), m.Fork)
 	}
-	if mon.refused[m.Fork] {
+	if mon.refused.m[m.Fork] {
 		w.fail(rref.InvariantS3, 0, "%s sent a delete for fork %v, which the owner refused", w.name(from), m.Fork)
 	}
 	for k, h := range w.p.handles {
@@ -884,7 +875,7 @@ func (w *World) childDead(f ForkID) bool {
 // checkFreed is S1: nothing is freed while a handle to it lives.
 func (w *World) checkFreed(owner WorkerID, id RRefID) {
 	mon := w.mon
-	if mon.exemptRRef[id] {
+	if mon.exemptRRef.m[id] {
 		return
 	}
 	keys := make([]handleKey, 0, len(w.p.handles))
@@ -896,14 +887,14 @@ func (w *World) checkFreed(owner WorkerID, id RRefID) {
 	})
 	for _, k := range keys {
 		h := w.p.handles[k]
-		if h.rref != id || h.released || w.dead[k.w-1] || mon.exempt[h.fork] && h.fork != (ForkID{}) {
+		if h.rref != id || h.released || w.dead[k.w-1] || mon.exempt.m[h.fork] && h.fork != (ForkID{}) {
 			continue
 		}
 		w.fail(rref.InvariantS1, 0, "%s freed %v while %s still holds %s", w.name(owner), id, w.name(k.w), k.name)
 		return
 	}
 	for f, t := range w.p.travel {
-		if t.rref == id && !w.dead[t.to-1] && !mon.exempt[f] {
+		if t.rref == id && !w.dead[t.to-1] && !mon.exempt.m[f] {
 			w.fail(rref.InvariantS1, 0, "%s freed %v while a handle to it travels to %s", w.name(owner), id, w.name(t.to))
 			return
 		}
@@ -929,13 +920,13 @@ func (w *World) CheckEnd() {
 			allReleased = false
 			continue
 		}
-		if h.onOwner || w.mon.refused[h.fork] || w.mon.exempt[h.fork] || w.mon.exemptRRef[h.rref] {
+		if h.onOwner || w.mon.refused.m[h.fork] || w.mon.exempt.m[h.fork] || w.mon.exemptRRef.m[h.rref] {
 			continue
 		}
 		if o := w.ownerOf(h.rref); w.dead[o-1] {
 			continue
 		}
-		if n := w.mon.deletes[h.fork]; n != 1 {
+		if n := w.mon.deletes.m[h.fork]; n != 1 {
 			w.fail(rref.InvariantS3, 0, "%s released %s but sent %d deletes", w.name(k.w), k.name, n)
 			return
 		}
@@ -1053,11 +1044,11 @@ func (p *runState) appendState(b []byte) []byte {
 // appendState encodes the monitor's facts that a later check reads.
 func (m *monitor) appendState(b []byte) []byte {
 	b = append(b, '|')
-	b = appendForkSet(b, m.answered)
-	b = appendForkSet(b, m.refused)
-	b = appendForkSet(b, m.exempt)
-	dels := make([]ForkID, 0, len(m.deletes))
-	for f := range m.deletes {
+	b = appendForkSet(b, m.answered.m)
+	b = appendForkSet(b, m.refused.m)
+	b = appendForkSet(b, m.exempt.m)
+	dels := make([]ForkID, 0, len(m.deletes.m))
+	for f := range m.deletes.m {
 		dels = append(dels, f)
 	}
 	sortForks(dels)
@@ -1065,10 +1056,10 @@ func (m *monitor) appendState(b []byte) []byte {
 		b = append(b, 'd')
 		b = appendFork(b, f)
 		b = append(b, '=')
-		b = strconv.AppendInt(b, int64(m.deletes[f]), 10)
+		b = strconv.AppendInt(b, int64(m.deletes.m[f]), 10)
 	}
-	xs := make([]RRefID, 0, len(m.exemptRRef))
-	for id, ok := range m.exemptRRef {
+	xs := make([]RRefID, 0, len(m.exemptRRef.m))
+	for id, ok := range m.exemptRRef.m {
 		if ok {
 			xs = append(xs, id)
 		}
