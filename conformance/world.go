@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -963,7 +964,15 @@ func (w *World) AppendState(b []byte) []byte {
 			b = append(b, 'X')
 			continue
 		}
-		if w.coreKeys[i] == nil || w.fresh {
+		if w.fresh {
+			// The clone check: everything afresh, and the core's cached
+			// encodings checked against it.
+			fresh := c.AppendStateUncached(nil)
+			if cached := c.AppendState(nil); !bytes.Equal(cached, fresh) {
+				w.fail("encoding", 0, "%s's cached state encoding is stale:\n%s", w.name(WorkerID(i+1)), c.Dump())
+			}
+			w.coreKeys[i] = fresh
+		} else if w.coreKeys[i] == nil {
 			w.coreKeys[i] = c.AppendState(nil) // a shared core is encoded once
 		}
 		// Length-prefixed: a core's encoding is binary and may hold any byte.

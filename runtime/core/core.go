@@ -142,8 +142,11 @@ type Core struct {
 	expired      int
 
 	// shared holds the tables this core shares with a clone, copied on
-	// their first write (cow.go).
-	shared table
+	// their first write (cow.go); enc the tables' encodings, those in
+	// encoded valid (AppendState).
+	shared  table
+	encoded table
+	enc     [segments][]byte
 
 	dupes, bad, illegals int
 	ready                Ready

@@ -33,17 +33,33 @@ const (
 	tabFetches
 	tabCalls
 	tabDead
-	tabAwaiting
-	tabCharged
 	tabTombs
 	tabGoneForks
+	tabAwaiting
+	tabCharged
 	tabIDs    // the id generator: 320 bytes most steps never draw from
 	allTables = 1<<iota - 1
 )
 
-// writes reports whether t is shared, and makes it this core's own from
-// now on: the caller copies it.
+// segments are the tables with an encoding of their own (AppendState), in
+// the order they are encoded: the first bits of table, awaiting and charged
+// excepted (awaiting is encoded with owners, charged is what the owners'
+// charges sum to).
+const segments = 9
+
+// encodedWith is what drops the cached encoding of each table when written.
+func encodedWith(t table) table {
+	if t == tabAwaiting {
+		return tabOwners
+	}
+	return t
+}
+
+// writes drops t's cached encoding (the caller is about to change it),
+// and reports whether t is shared, making it this core's own from now on:
+// the caller copies it.
 func (c *Core) writes(t table) bool {
+	c.encoded &^= encodedWith(t)
 	if c.shared&t == 0 {
 		return false
 	}

@@ -1,8 +1,8 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -27,88 +27,128 @@ func (c *Core) Clone() *Core {
 // counters of duplicates and bad input), so equal states encode equally.
 // The id generator is encoded as the count of values drawn from it: cores
 // compared are one core's clones, with one seed.
+//
+// Each table's encoding is kept until the table is next written (its
+// accessor, cow.go, drops it) and shared with clones: an explorer encodes
+// every state, and a step changes one table or three.
 func (c *Core) AppendState(b []byte) []byte {
+	b = c.appendHeader(b)
+	for seg := range segments {
+		t := table(1) << seg
+		if c.encoded&t == 0 {
+			// A new slice, never one appended to: clones share the old one.
+			c.enc[seg] = c.appendTable(t, make([]byte, 0, max(2*len(c.enc[seg]), 16)))
+			c.encoded |= t
+		}
+		b = append(b, c.enc[seg]...)
+	}
+	return b
+}
+
+// AppendStateUncached is AppendState computed afresh, every table encoded
+// anew: the check that the cached encodings are dropped whenever their
+// table changes compares the two.
+func (c *Core) AppendStateUncached(b []byte) []byte {
+	b = c.appendHeader(b)
+	for seg := range segments {
+		b = c.appendTable(table(1)<<seg, b)
+	}
+	return b
+}
+
+func (c *Core) appendHeader(b []byte) []byte {
 	u := genrt.AppendUvarint
 	b = u(b, uint64(c.self))
 	b = u(b, c.drawn)
 	b = u(b, c.nextLocal)
-	b = u(b, c.epoch)
-	b = u(b, uint64(len(c.owners)))
-	for _, id := range sortedRRefs(c.owners) {
-		o := c.owners[id]
-		b = rref.AppendRRefID(b, &id)
-		b = append(b, byte(o.state), byte(o.err))
-		b = genrt.AppendBytes(b, o.value)
-		b = u(b, uint64(o.local))
-		b = u(b, uint64(len(o.forks)))
-		for _, fid := range sortedForks(o.forks) {
-			f := o.forks[fid]
+	return u(b, c.epoch)
+}
+
+// appendTable appends the encoding of table t.
+func (c *Core) appendTable(t table, b []byte) []byte {
+	u := genrt.AppendUvarint
+	switch t {
+	case tabOwners:
+		b = u(b, uint64(len(c.owners)))
+		for _, id := range sortedRRefs(c.owners) {
+			o := c.owners[id]
+			b = rref.AppendRRefID(b, &id)
+			b = append(b, byte(o.state), byte(o.err))
+			b = genrt.AppendBytes(b, o.value)
+			b = u(b, uint64(o.local))
+			b = u(b, uint64(len(o.forks)))
+			for _, fid := range sortedForks(o.forks) {
+				f := o.forks[fid]
+				b = rref.AppendForkID(b, &fid)
+				b = append(b, byte(f.state))
+				b = u(b, uint64(f.holder))
+			}
+			b = u(b, uint64(len(o.waiting)))
+			for _, w := range o.waiting {
+				b = u(b, uint64(w.from))
+				b = u(b, w.fetchID)
+				b = u(b, uint64(w.handle))
+			}
+			b = u(b, c.awaiting[id]) // the tick it began awaiting in: 0 for any other
+			b = u(b, uint64(len(o.charges)))
+			for _, ch := range o.charges { // sorted by peer
+				b = u(b, uint64(ch.peer))
+				b = u(b, uint64(ch.n))
+			}
+		}
+	case tabUsers:
+		b = u(b, uint64(len(c.users)))
+		for _, fid := range sortedForks(c.users) {
+			x := c.users[fid]
 			b = rref.AppendForkID(b, &fid)
-			b = append(b, byte(f.state))
-			b = u(b, uint64(f.holder))
+			b = append(b, byte(x.state))
+			b = genrt.AppendBool(b, x.timedOut)
+			b = u(b, uint64(x.handle))
+			b = u(b, uint64(x.pinned))
+			b = u(b, uint64(x.fetching))
+			b = u(b, uint64(len(x.runs)))
 		}
-		b = u(b, uint64(len(o.waiting)))
-		for _, w := range o.waiting {
-			b = u(b, uint64(w.from))
-			b = u(b, w.fetchID)
-			b = u(b, uint64(w.handle))
+	case tabPins:
+		b = u(b, uint64(len(c.pins)))
+		for _, fid := range sortedForks(c.pins) {
+			p := c.pins[fid]
+			b = rref.AppendForkID(b, &fid)
+			b = append(b, byte(p.state))
 		}
-		b = u(b, c.awaiting[id]) // the tick it began awaiting in: 0 for any other
-		b = u(b, uint64(len(o.charges)))
-		for _, ch := range o.charges { // sorted by peer
-			b = u(b, uint64(ch.peer))
-			b = u(b, uint64(ch.n))
+	case tabHandles:
+		b = u(b, uint64(len(c.handles)))
+		for _, h := range sortedHandles(c.handles) {
+			x := c.handles[h]
+			b = u(b, uint64(h))
+			b = append(b, byte(x.kind), byte(x.lost))
+			b = rref.AppendRRefID(b, &x.rref)
+			b = rref.AppendForkID(b, &x.fork)
 		}
-	}
-	b = u(b, uint64(len(c.users)))
-	for _, fid := range sortedForks(c.users) {
-		x := c.users[fid]
-		b = rref.AppendForkID(b, &fid)
-		b = append(b, byte(x.state))
-		b = genrt.AppendBool(b, x.timedOut)
-		b = u(b, uint64(x.handle))
-		b = u(b, uint64(x.pinned))
-		b = u(b, uint64(x.fetching))
-		b = u(b, uint64(len(x.runs)))
-	}
-	b = u(b, uint64(len(c.pins)))
-	for _, fid := range sortedForks(c.pins) {
-		p := c.pins[fid]
-		b = rref.AppendForkID(b, &fid)
-		b = append(b, byte(p.state))
-	}
-	b = u(b, uint64(len(c.handles)))
-	for _, h := range sortedHandles(c.handles) {
-		x := c.handles[h]
-		b = u(b, uint64(h))
-		b = append(b, byte(x.kind), byte(x.lost))
-		b = rref.AppendRRefID(b, &x.rref)
-		b = rref.AppendForkID(b, &x.fork)
-	}
-	b = u(b, uint64(len(c.fetches)))
-	for _, id := range sortedU64(c.fetches) {
-		b = u(b, id)
-	}
-	b = u(b, uint64(len(c.calls)))
-	for _, id := range sortedU64(c.calls) {
-		b = u(b, id)
-	}
-	var dead []WorkerID
-	for w := range c.dead {
-		dead = append(dead, w)
-	}
-	slices.Sort(dead)
-	b = u(b, uint64(len(dead)))
-	for _, w := range dead {
-		b = u(b, uint64(w))
-	}
-	b = u(b, uint64(len(c.tombs.m)))
-	for _, id := range sortedRRefs(c.tombs.m) {
-		b = rref.AppendRRefID(b, &id)
-	}
-	b = u(b, uint64(len(c.goneForks.m)))
-	for _, id := range sortedForks(c.goneForks.m) {
-		b = rref.AppendForkID(b, &id)
+	case tabFetches:
+		b = u(b, uint64(len(c.fetches)))
+		for _, id := range sortedU64(c.fetches) {
+			b = u(b, id)
+		}
+	case tabCalls:
+		b = u(b, uint64(len(c.calls)))
+		for _, id := range sortedU64(c.calls) {
+			b = u(b, id)
+		}
+	case tabDead:
+		b = u(b, uint64(len(c.dead)))
+		for _, w := range sortedKeys(c.dead, cmp.Compare[WorkerID]) {
+			b = u(b, uint64(w))
+		}
+	case tabTombs:
+		b = u(b, uint64(len(c.tombs.m)))
+		for _, id := range sortedRRefs(c.tombs.m) {
+			b = rref.AppendRRefID(b, &id)
+		}
+	case tabGoneForks:
+		b = u(b, uint64(len(c.goneForks.m)))
+		for _, id := range sortedForks(c.goneForks.m) {
+			b = rref.AppendForkID(b, &id)
+		}
 	}
 	return b
 }
