@@ -161,8 +161,8 @@ func TestStateEncodingIsUnambiguous(t *testing.T) {
 	world := func(name string, id core.HandleID, value string, err rref.ErrorKind, exempt RRefID) *World {
 		w := &World{p: newRunState(), mon: newMonitor()}
 		k := handleKey{1, name}
-		w.p.handles[k] = &progHandle{id: id}
-		w.p.fetches[k] = &fetchState{done: true, value: []byte(value), err: err}
+		w.p.handles.set(k, &progHandle{id: id})
+		w.p.fetches.set(k, &fetchState{done: true, value: []byte(value), err: err})
 		w.mon.exemptRRef.set(exempt, true)
 		return w
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -112,45 +111,30 @@ func (m *monitor) clone() *monitor {
 // runState is the program's side of a run: its handles and fetches, the
 // calls whose answer binds a handle, and what travels.
 type runState struct {
-	handles  map[handleKey]*progHandle
-	fetches  map[handleKey]*fetchState
-	fetchIDs map[[2]uint64]*fetchState // (worker, fetch id) -> the fetch, until answered
-	returns  map[[2]uint64]string      // (caller, call id) -> name of the returned handle
-	travel   map[ForkID]travelling     // passed or returned handles not yet bound
-	dups     []dupRule
-	key      []byte // the cached encoding (appendProg); nil when not known
+	// Records are never written once in a map (a change replaces the
+	// record): the maps are shared with clones and copied on write.
+	handles  cowMap[handleKey, *progHandle]
+	fetches  cowMap[handleKey, *fetchState]
+	fetchIDs cowMap[[2]uint64, *fetchState] // (worker, fetch id) -> the fetch, until answered
+	returns  cowMap[[2]uint64, string]      // (caller, call id) -> name of the returned handle
+	travel   cowMap[ForkID, travelling]     // passed or returned handles not yet bound
+	dups     []dupRule                      // never changed in place: a change makes a new slice
+	key      []byte                         // the cached encoding (appendProg); nil when not known
 }
 
-func newRunState() *runState {
-	return &runState{handles: map[handleKey]*progHandle{}, fetches: map[handleKey]*fetchState{},
-		fetchIDs: map[[2]uint64]*fetchState{}, returns: map[[2]uint64]string{}, travel: map[ForkID]travelling{}}
-}
+func newRunState() *runState { return &runState{} }
 
+// clone shares every map with p, each copied on its first write; p itself
+// is not written after a clone (worlds share it read-only, see pw).
 func (p *runState) clone() *runState {
-	n := &runState{handles: make(map[handleKey]*progHandle, len(p.handles)), fetches: make(map[handleKey]*fetchState, len(p.fetches))}
-	for k, h := range p.handles {
-		hh := *h
-		n.handles[k] = &hh
-	}
-	for k, f := range p.fetches {
-		ff := *f
-		n.fetches[k] = &ff
-	}
-	// An in-flight fetch is the copy's own too: the last of each name is
-	// the one in n.fetches, an older one a copy of its own.
-	n.fetchIDs = make(map[[2]uint64]*fetchState, len(p.fetchIDs))
-	for id, f := range p.fetchIDs {
-		if last := p.fetches[f.issued.key]; last == f {
-			n.fetchIDs[id] = n.fetches[f.issued.key]
-		} else {
-			ff := *f
-			n.fetchIDs[id] = &ff
-		}
-	}
-	n.returns = maps.Clone(p.returns)
-	n.travel = maps.Clone(p.travel)
-	n.dups = slices.Clone(p.dups)
-	return n
+	n := *p
+	n.key = nil
+	n.handles.share()
+	n.fetches.share()
+	n.fetchIDs.share()
+	n.returns.share()
+	n.travel.share()
+	return &n
 }
 
 // pw is the program's state, to change: copied first if a clone shares it.
@@ -358,7 +342,7 @@ func (w *World) bind(k handleKey, h core.HandleID) {
 	if st.IsOwner {
 		ph.fork = ForkID{}
 	}
-	w.pw().handles[k] = ph
+	w.pw().handles.set(k, ph)
 }
 
 // The commands' effects: World is a scenario.Target.
@@ -369,7 +353,7 @@ func (w *World) New(wn, x string, v int64) error {
 	wid := w.ids[wn]
 	h := w.core(wid).NewLocal(valueBytes(v))
 	w.bind(handleKey{wid, x}, h)
-	w.mw().values.set(w.p.handles[handleKey{wid, x}].rref, v)
+	w.mw().values.set(w.p.handles.m[handleKey{wid, x}].rref, v)
 	w.drain(wid)
 	return nil
 }
@@ -386,7 +370,7 @@ func (w *World) Remote(wn, owner, x string, v int64, fail bool) error {
 	}
 	k := handleKey{wid, x}
 	w.bind(k, h)
-	id := w.p.handles[k].rref
+	id := w.p.handles.m[k].rref
 	mon := w.mw()
 	mon.owners.set(id, w.ids[owner])
 	if fail {
@@ -400,7 +384,7 @@ func (w *World) Remote(wn, owner, x string, v int64, fail bool) error {
 
 func (w *World) Pass(wn, to, x, y string) error {
 	wid := w.ids[wn]
-	h := w.p.handles[handleKey{wid, x}]
+	h := w.p.handles.m[handleKey{wid, x}]
 	if _, err := w.core(wid).Call(w.ids[to], "__pass", []byte(y), []core.HandleID{h.id}); err != nil {
 		return err
 	}
@@ -414,7 +398,7 @@ func (w *World) Return(wn, caller, x, y string) error {
 	if err != nil {
 		return err
 	}
-	w.pw().returns[[2]uint64{uint64(cid), id}] = y
+	w.pw().returns.set([2]uint64{uint64(cid), id}, y)
 	w.returning = true
 	w.drain(cid)
 	return nil
@@ -423,7 +407,7 @@ func (w *World) Return(wn, caller, x, y string) error {
 func (w *World) Fetch(wn, x string) error {
 	wid := w.ids[wn]
 	k := handleKey{wid, x}
-	h := w.p.handles[k]
+	h := w.p.handles.m[k]
 	f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut, issued: *h}
 	f.issued.key = k
 	if want, ok := w.mon.values.m[h.rref]; ok {
@@ -435,19 +419,20 @@ func (w *World) Fetch(wn, x string) error {
 	if h.released {
 		id = 0 // a released handle: the core answers deleted at once
 	}
-	w.pw().fetches[k] = f
+	w.pw().fetches.set(k, f)
 	fid := w.core(wid).Fetch(id)
-	w.pw().fetchIDs[[2]uint64{uint64(wid), fid}] = f
+	w.pw().fetchIDs.set([2]uint64{uint64(wid), fid}, f)
 	w.drain(wid)
 	return nil
 }
 
 func (w *World) Release(wn, x string) error {
 	wid := w.ids[wn]
-	h := w.p.handles[handleKey{wid, x}]
+	h := w.p.handles.m[handleKey{wid, x}]
 	if !h.released {
-		h = w.pw().handles[handleKey{wid, x}]
-		h.released = true
+		released := *h // a new record: clones share the old one
+		released.released = true
+		w.pw().handles.set(handleKey{wid, x}, &released)
 		if err := w.core(wid).Release(h.id); err != nil {
 			w.fail(rref.InvariantS5, 0, "%s's release of %s refused: %v", wn, x, err)
 		}
@@ -458,8 +443,10 @@ func (w *World) Release(wn, x string) error {
 
 func (w *World) Timeout(wn, x string) error {
 	wid := w.ids[wn]
-	h := w.pw().handles[handleKey{wid, x}]
-	h.timedOut = true
+	timed := *w.p.handles.m[handleKey{wid, x}] // a new record: clones share the old one
+	timed.timedOut = true
+	h := &timed
+	w.pw().handles.set(handleKey{wid, x}, h)
 	if !h.onOwner {
 		w.core(wid).Timeout(h.id)
 	}
@@ -473,7 +460,7 @@ func (w *World) Crash(wn string) error {
 }
 
 func (w *World) Duplicate(from, to, kind string) error {
-	w.pw().dups = append(w.p.dups, dupRule{from: w.ids[from], to: w.ids[to], kind: kind})
+	w.pw().dups = append(slices.Clip(w.p.dups), dupRule{from: w.ids[from], to: w.ids[to], kind: kind})
 	return nil
 }
 
@@ -484,7 +471,7 @@ func (w *World) Settle() error { return nil }
 
 func (w *World) Alive(wn string) bool { return !w.dead[w.ids[wn]-1] }
 
-func (w *World) Holds(wn, x string) bool { return w.p.handles[w.key(wn, x)] != nil }
+func (w *World) Holds(wn, x string) bool { return w.p.handles.m[w.key(wn, x)] != nil }
 
 func (w *World) Quiet() bool { return len(w.inflight) == 0 }
 
@@ -496,7 +483,7 @@ func (w *World) Busy() string {
 }
 
 func (w *World) Fetched(wn, x string) scenario.Fetched {
-	f := w.p.fetches[w.key(wn, x)]
+	f := w.p.fetches.m[w.key(wn, x)]
 	if f == nil {
 		return scenario.Fetched{}
 	}
@@ -550,7 +537,7 @@ func (w *World) crash(x WorkerID) {
 			mon.exempt.set(f, true)
 		}
 	}
-	for _, h := range w.p.handles {
+	for _, h := range w.p.handles.m {
 		if h.rref.Worker == x && !mon.remoteArrived.m[h.rref] {
 			mon.exemptRRef.set(h.rref, true)
 		}
@@ -583,7 +570,7 @@ func (w *World) push(m inFlight) {
 	for i, d := range w.p.dups {
 		if d.from == m.from && d.to == m.to && d.kind == m.msg.MessageCode().String() {
 			p := w.pw()
-			p.dups = slices.Delete(p.dups, i, i+1)
+			p.dups = slices.Delete(slices.Clone(p.dups), i, i+1)
 			w.inflight = append(w.inflight, m) // the resend
 			return
 		}
@@ -630,11 +617,11 @@ func (w *World) drain(id WorkerID) {
 			w.fetched(id, fr)
 		}
 		for _, cres := range r.Calls {
-			y, ok := w.p.returns[[2]uint64{uint64(id), cres.CallID}]
+			y, ok := w.p.returns.m[[2]uint64{uint64(id), cres.CallID}]
 			if !ok {
 				continue
 			}
-			delete(w.pw().returns, [2]uint64{uint64(id), cres.CallID})
+			w.pw().returns.del([2]uint64{uint64(id), cres.CallID})
 			if len(cres.Handles) == 1 {
 				w.bindTravelled(handleKey{id, y}, cres.Handles[0])
 			}
@@ -663,9 +650,9 @@ func (w *World) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 func (w *World) bindTravelled(k handleKey, h core.HandleID) {
 	w.bind(k, h)
 	st := w.peek(k.w).Handle(h)
-	for f, t := range w.p.travel {
+	for f, t := range w.p.travel.m {
 		if t.to == k.w && t.name == k.name && t.rref == st.RRef {
-			delete(w.pw().travel, f)
+			w.pw().travel.del(f)
 		}
 	}
 }
@@ -691,7 +678,7 @@ func (w *World) run(id WorkerID, run core.Run) {
 		}
 		cr.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
 	case run.Fn == "__return":
-		h := w.p.handles[handleKey{id, string(run.Args)}]
+		h := w.p.handles.m[handleKey{id, string(run.Args)}]
 		var refs []core.HandleID
 		if h != nil && !h.released {
 			refs = []core.HandleID{h.id}
@@ -706,12 +693,17 @@ func (w *World) run(id WorkerID, run core.Run) {
 }
 
 func (w *World) fetched(id WorkerID, fr core.FetchResult) {
-	if _, ok := w.p.fetchIDs[[2]uint64{uint64(id), fr.FetchID}]; !ok {
+	if _, ok := w.p.fetchIDs.m[[2]uint64{uint64(id), fr.FetchID}]; !ok {
 		return
 	}
 	p := w.pw()
-	f := p.fetchIDs[[2]uint64{uint64(id), fr.FetchID}]
-	delete(p.fetchIDs, [2]uint64{uint64(id), fr.FetchID})
+	fid := [2]uint64{uint64(id), fr.FetchID}
+	answered := *p.fetchIDs.m[fid] // a new record: clones share the old one
+	f := &answered
+	if p.fetches.m[f.issued.key] == p.fetchIDs.m[fid] {
+		p.fetches.set(f.issued.key, f) // still the name's last fetch
+	}
+	p.fetchIDs.del(fid)
 	f.done, f.value, f.err = true, fr.Value, fr.Err
 	h := &f.issued // checked against the handle it was issued on, not the name's binding now
 	where := fmt.Sprintf("%s's fetch of %s", w.name(id), h.key.name)
@@ -793,7 +785,7 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 				}
 			}
 			if bindName != "" {
-				w.pw().travel[d.Fork] = travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork}
+				w.pw().travel.set(d.Fork, travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork})
 			}
 		}
 	}
@@ -805,7 +797,7 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 		}
 		descs(m.RRefs, e.To, name)
 	case *rref.CallRet:
-		name := w.p.returns[[2]uint64{uint64(e.To), m.CallID}]
+		name := w.p.returns.m[[2]uint64{uint64(e.To), m.CallID}]
 		descs(m.RRefs, e.To, name)
 	case *rref.RemoteCall:
 		mon := w.mw()
@@ -840,7 +832,7 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 		if mon.answered.m[child] {
 			continue
 		}
-		if t, ok := w.p.travel[child]; ok && w.dead[t.to-1] {
+		if t, ok := w.p.travel.m[child]; ok && w.dead[t.to-1] {
 			continue
 		}
 		if w.childDead(child) || w.dead[w.ownerOf(m.RRef)-1] {
@@ -856,7 +848,7 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 	if mon.refused.m[m.Fork] {
 		w.fail(rref.InvariantS3, 0, "%s sent a delete for fork %v, which the owner refused", w.name(from), m.Fork)
 	}
-	for k, h := range w.p.handles {
+	for k, h := range w.p.handles.m {
 		if k.w == from && h.fork == m.Fork && !h.released {
 			w.fail(rref.InvariantS3, 0, "%s sent a delete for its handle %s, which it has not released", w.name(from), k.name)
 		}
@@ -865,7 +857,7 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 
 // childDead reports whether the worker holding child fork f is dead.
 func (w *World) childDead(f ForkID) bool {
-	for k, h := range w.p.handles {
+	for k, h := range w.p.handles.m {
 		if h.fork == f {
 			return w.dead[k.w-1]
 		}
@@ -879,22 +871,22 @@ func (w *World) checkFreed(owner WorkerID, id RRefID) {
 	if mon.exemptRRef.m[id] {
 		return
 	}
-	keys := make([]handleKey, 0, len(w.p.handles))
-	for k := range w.p.handles {
+	keys := make([]handleKey, 0, len(w.p.handles.m))
+	for k := range w.p.handles.m {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i].w < keys[j].w || keys[i].w == keys[j].w && keys[i].name < keys[j].name
 	})
 	for _, k := range keys {
-		h := w.p.handles[k]
+		h := w.p.handles.m[k]
 		if h.rref != id || h.released || w.dead[k.w-1] || mon.exempt.m[h.fork] && h.fork != (ForkID{}) {
 			continue
 		}
 		w.fail(rref.InvariantS1, 0, "%s freed %v while %s still holds %s", w.name(owner), id, w.name(k.w), k.name)
 		return
 	}
-	for f, t := range w.p.travel {
+	for f, t := range w.p.travel.m {
 		if t.rref == id && !w.dead[t.to-1] && !mon.exempt.m[f] {
 			w.fail(rref.InvariantS1, 0, "%s freed %v while a handle to it travels to %s", w.name(owner), id, w.name(t.to))
 			return
@@ -912,8 +904,8 @@ func (w *World) CheckEnd() {
 		w.violation = v
 		return
 	}
-	allReleased := len(w.p.travel) == 0
-	for k, h := range w.p.handles {
+	allReleased := len(w.p.travel.m) == 0
+	for k, h := range w.p.handles.m {
 		if w.dead[k.w-1] {
 			continue
 		}
@@ -1004,13 +996,13 @@ func (w *World) AppendState(b []byte) []byte {
 // appendState encodes the program's handles, fetches, travelling handles
 // and pending duplications.
 func (p *runState) appendState(b []byte) []byte {
-	hk := make([]handleKey, 0, len(p.handles))
-	for k := range p.handles {
+	hk := make([]handleKey, 0, len(p.handles.m))
+	for k := range p.handles.m {
 		hk = append(hk, k)
 	}
 	sort.Slice(hk, func(i, j int) bool { return hk[i].w < hk[j].w || hk[i].w == hk[j].w && hk[i].name < hk[j].name })
 	for _, k := range hk {
-		h := p.handles[k]
+		h := p.handles.m[k]
 		// Every variable-length field is delimited: "c1" with handle 2 and
 		// "c" with handle 12 must not encode alike.
 		b = append(b, 'h')
@@ -1024,7 +1016,7 @@ func (p *runState) appendState(b []byte) []byte {
 		b = append(b, ':')
 		b = strconv.AppendBool(b, h.timedOut)
 		b = append(b, ';')
-		if f := p.fetches[k]; f != nil {
+		if f := p.fetches.m[k]; f != nil {
 			b = append(b, 'f')
 			b = strconv.AppendBool(b, f.done)
 			b = append(b, ':')
@@ -1037,8 +1029,8 @@ func (p *runState) appendState(b []byte) []byte {
 		}
 	}
 	b = append(b, '|')
-	travel := make([]ForkID, 0, len(p.travel))
-	for f := range p.travel {
+	travel := make([]ForkID, 0, len(p.travel.m))
+	for f := range p.travel.m {
 		travel = append(travel, f)
 	}
 	sortForks(travel)

@@ -146,7 +146,7 @@ type Core struct {
 	// encoded valid (AppendState).
 	shared  table
 	encoded table
-	enc     [segments][]byte
+	enc     *[segments][]byte // made on first use; copied on write as the tables are (tabEnc)
 
 	dupes, bad, illegals int
 	ready                Ready

@@ -38,6 +38,7 @@ const (
 	tabAwaiting
 	tabCharged
 	tabIDs    // the id generator: 320 bytes most steps never draw from
+	tabEnc    // the tables' cached encodings
 	allTables = 1<<iota - 1
 )
 
@@ -189,4 +190,16 @@ func (c *Core) idsW() *rand.ChaCha8 {
 		c.ids = &ids
 	}
 	return c.ids
+}
+
+// encW is the tables' cached encodings, to change.
+func (c *Core) encW() *[segments][]byte {
+	if c.enc == nil {
+		c.enc = new([segments][]byte)
+		c.shared &^= tabEnc
+	} else if c.writes(tabEnc) {
+		enc := *c.enc
+		c.enc = &enc
+	}
+	return c.enc
 }

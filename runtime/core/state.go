@@ -36,8 +36,9 @@ func (c *Core) AppendState(b []byte) []byte {
 	for seg := range segments {
 		t := table(1) << seg
 		if c.encoded&t == 0 {
+			enc := c.encW()
 			// A new slice, never one appended to: clones share the old one.
-			c.enc[seg] = c.appendTable(t, make([]byte, 0, max(2*len(c.enc[seg]), 16)))
+			enc[seg] = c.appendTable(t, make([]byte, 0, max(2*len(enc[seg]), 16)))
 			c.encoded |= t
 		}
 		b = append(b, c.enc[seg]...)
