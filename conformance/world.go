@@ -25,6 +25,7 @@ type inFlight struct {
 	notice   bool // `to` learns that `from` failed
 	msg      rref.Message
 	key      string
+	digest   digest // of key
 }
 
 func (m inFlight) String() string {
@@ -90,7 +91,7 @@ type monitor struct {
 	remoteArrived cowMap[RRefID, bool]
 	owners        cowMap[RRefID, WorkerID]
 	crashed       bool
-	key           []byte // the cached encoding (appendMonitor); nil when not known
+	key           digest // the digest of appendState; zero when not known
 }
 
 func newMonitor() *monitor { return &monitor{} }
@@ -100,7 +101,7 @@ func newMonitor() *monitor { return &monitor{} }
 // (worlds share it read-only, see mw), so only the copy's maps are marked.
 func (m *monitor) clone() *monitor {
 	n := *m
-	n.key = nil
+	n.key = digest{}
 	for _, c := range []interface{ share() }{&n.values, &n.failing, &n.deletes, &n.answered, &n.refused,
 		&n.children, &n.path, &n.exempt, &n.exemptRRef, &n.remoteArrived, &n.owners} {
 		c.share()
@@ -119,7 +120,7 @@ type runState struct {
 	returns  cowMap[[2]uint64, string]      // (caller, call id) -> name of the returned handle
 	travel   cowMap[ForkID, travelling]     // passed or returned handles not yet bound
 	dups     []dupRule                      // never changed in place: a change makes a new slice
-	key      []byte                         // the cached encoding (appendProg); nil when not known
+	key      digest                         // the digest of appendState; zero when not known
 }
 
 func newRunState() *runState { return &runState{} }
@@ -128,7 +129,7 @@ func newRunState() *runState { return &runState{} }
 // is not written after a clone (worlds share it read-only, see pw).
 func (p *runState) clone() *runState {
 	n := *p
-	n.key = nil
+	n.key = digest{}
 	n.handles.share()
 	n.fetches.share()
 	n.fetchIDs.share()
@@ -142,7 +143,7 @@ func (w *World) pw() *runState {
 	if !w.pOwned {
 		w.p, w.pOwned = w.p.clone(), true
 	}
-	w.p.key = nil
+	w.p.key = digest{}
 	return w.p
 }
 
@@ -151,7 +152,7 @@ func (w *World) mw() *monitor {
 	if !w.monOwned {
 		w.mon, w.monOwned = w.mon.clone(), true
 	}
-	w.mon.key = nil
+	w.mon.key = digest{}
 	return w.mon
 }
 
@@ -178,7 +179,7 @@ type World struct {
 	// coreKeys caches each core's state encoding (index id-1; nil: not
 	// known). A clone shares the encodings of the cores it shares; core
 	// drops one when its core may change.
-	coreKeys  [][]byte
+	coreKeys  []digest
 	dead      []bool
 	inflight  []inFlight
 	prog      scenario.Program
@@ -218,7 +219,7 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 		w.ids[name] = id
 		w.cores = append(w.cores, factory(id))
 		w.owned = append(w.owned, true)
-		w.coreKeys = append(w.coreKeys, nil)
+		w.coreKeys = append(w.coreKeys, digest{})
 		w.dead = append(w.dead, false)
 	}
 	return w
@@ -251,7 +252,7 @@ func (w *World) core(id WorkerID) *core.Core {
 		w.cores[id-1] = w.cores[id-1].Clone()
 		w.owned[id-1] = true
 	}
-	w.coreKeys[id-1] = nil
+	w.coreKeys[id-1] = digest{}
 	return w.cores[id-1]
 }
 
@@ -563,6 +564,7 @@ func (w *World) push(m inFlight) {
 		key = rref.AppendFrame(key, m.msg)
 	}
 	m.key = string(key)
+	m.digest = digestOf(key)
 	w.inflight = append(w.inflight, m)
 	if m.notice {
 		return
@@ -943,14 +945,14 @@ func (w *World) CheckEnd() {
 	}
 }
 
-// AppendState appends a canonical encoding of the whole world.
+// AppendState appends a canonical encoding of the whole world: the
+// program counter, and the digests of the cores, the messages in flight, the
+// program's state and the monitor. Each digest is computed when its part
+// changes, not for every state, and the messages' sum does not depend on
+// their order (see digest).
 func (w *World) AppendState(b []byte) []byte {
-	// Written with strconv, not fmt: the key is built for every state.
-	b = append(b, "pc"...)
-	b = strconv.AppendInt(b, int64(w.prog.PC()), 10)
-	b = append(b, " r"...)
+	b = binary.AppendUvarint(b, uint64(w.prog.PC()))
 	b = strconv.AppendBool(b, w.returning)
-	b = append(b, '|')
 	for i, c := range w.cores {
 		if w.dead[i] {
 			b = append(b, 'X')
@@ -963,34 +965,26 @@ func (w *World) AppendState(b []byte) []byte {
 			if cached := c.AppendState(nil); !bytes.Equal(cached, fresh) {
 				w.fail("encoding", 0, "%s's cached state encoding is stale:\n%s", w.name(WorkerID(i+1)), c.Dump())
 			}
-			w.coreKeys[i] = fresh
-		} else if w.coreKeys[i] == nil {
-			w.coreKeys[i] = c.AppendState(nil) // a shared core is encoded once
+			w.coreKeys[i] = digestOf(fresh)
+		} else if w.coreKeys[i] == (digest{}) {
+			w.coreKeys[i] = digestOf(c.AppendState(nil)) // a shared core is encoded once
 		}
-		// Length-prefixed: a core's encoding is binary and may hold any byte.
-		b = strconv.AppendInt(b, int64(len(w.coreKeys[i])), 10)
-		b = append(b, ':')
-		b = append(b, w.coreKeys[i]...)
+		b = w.coreKeys[i].append(b)
 	}
-	keys := make([]string, len(w.inflight))
-	for i, m := range w.inflight {
-		keys[i] = m.key
+	var inflight digest
+	for _, m := range w.inflight {
+		inflight = inflight.add(m.digest)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b = append(b, k...)
-		b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(w.inflight)))
+	b = inflight.append(b)
+	if w.p.key == (digest{}) || w.fresh {
+		w.p.key = digestOf(w.p.appendState(nil)) // shared with the clones that share p
 	}
-	if w.p.key == nil || w.fresh {
-		w.p.key = w.p.appendState(nil) // shared with the clones that share p
+	b = w.p.key.append(b)
+	if w.mon.key == (digest{}) || w.fresh {
+		w.mon.key = digestOf(w.mon.appendState(nil))
 	}
-	b = strconv.AppendInt(b, int64(len(w.p.key)), 10)
-	b = append(b, ':')
-	b = append(b, w.p.key...)
-	if w.mon.key == nil || w.fresh {
-		w.mon.key = w.mon.appendState(nil)
-	}
-	return append(b, w.mon.key...)
+	return w.mon.key.append(b)
 }
 
 // appendState encodes the program's handles, fetches, travelling handles
