@@ -382,8 +382,11 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 	c.deadW()[w] = true
 	// Maps are walked in sorted order so the outputs, and every replay, are deterministic.
-	lose := map[RRefID]bool{}
+	var lose map[RRefID]bool
 	for _, id := range sortedRRefs(c.owners) {
+		if !c.touchedByDeath(id, c.owners[id], w) {
+			continue // read, not copied: a crash reaches few of a core's values
+		}
 		o := c.ownersW()[id]
 		for _, fid := range sortedForks(o.forks) {
 			f := o.forks[fid]
@@ -401,6 +404,9 @@ func (c *Core) PeerFailed(w WorkerID) {
 		o.waiting = kept
 		if id.Worker == w && o.state == rref.OwnerAwaiting {
 			if c.giveUp(id, o, rref.OwnerOnCreatorFailed) && o.local > 0 {
+				if lose == nil {
+					lose = map[RRefID]bool{}
+				}
 				lose[id] = true
 			}
 			continue
@@ -409,6 +415,9 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 	c.loseLocalHandles(lose)
 	for _, child := range sortedForks(c.pins) {
+		if p := c.pins[child]; p.owner != w && p.child != w {
+			continue
+		}
 		p := c.pinsW()[child]
 		switch {
 		case p.owner == w:
@@ -419,15 +428,20 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 	for _, id := range sortedU64(c.fetches) {
 		f := c.fetches[id]
-		if u := c.usersW()[f.fork]; u != nil && u.owner == w && !mutant(mutOwnerDeathNotToFetches) {
+		if u := c.users[f.fork]; u == nil || u.owner != w {
+			continue
+		}
+		if u := c.usersW()[f.fork]; !mutant(mutOwnerDeathNotToFetches) {
 			delete(c.fetchesW(), id)
 			u.fetching--
 			c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: id, Handle: f.handle, Err: rref.ErrorKindOwnerFailed})
 		}
 	}
 	for _, fid := range sortedForks(c.users) {
-		u := c.usersW()[fid]
-		if u != nil && u.owner == w {
+		if u := c.users[fid]; u == nil || u.owner != w {
+			continue
+		}
+		if u := c.usersW()[fid]; u != nil {
 			c.stepUser(u, rref.UserOnOwnerFailed)
 			c.settleRuns(u)
 			c.maybeDrain(u)
@@ -439,6 +453,25 @@ func (c *Core) PeerFailed(w WorkerID) {
 			c.ready.Calls = append(c.ready.Calls, CallResult{CallID: id, Err: rref.ErrorKindOwnerFailed, Message: "worker failed"})
 		}
 	}
+}
+
+// touchedByDeath reports whether worker w's death changes o, the record
+// of id: w holds one of its forks, waits for its value, or was to create it.
+func (c *Core) touchedByDeath(id RRefID, o *ownerRec, w WorkerID) bool {
+	if id.Worker == w && o.state == rref.OwnerAwaiting {
+		return true
+	}
+	for _, f := range o.forks {
+		if f.holder == w {
+			return true
+		}
+	}
+	for _, wf := range o.waiting {
+		if wf.from == w {
+			return true
+		}
+	}
+	return false
 }
 
 // loseLocalHandles marks the owner's local handles of values that will
