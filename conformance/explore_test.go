@@ -159,7 +159,7 @@ func TestMonitorsBindToSpecInvariants(t *testing.T) {
 // made the search skip states it had never seen).
 func TestStateEncodingIsUnambiguous(t *testing.T) {
 	world := func(name string, id core.HandleID, value string, err rref.ErrorKind, exempt RRefID) *World {
-		w := &World{p: newRunState(), mon: newMonitor()}
+		w := &World{p: newRunState(), mon: newMonitor(), scratch: new([]byte)}
 		k := handleKey{1, name}
 		w.p.handles.set(k, &progHandle{id: id})
 		w.p.fetches.set(k, &fetchState{done: true, value: []byte(value), err: err})

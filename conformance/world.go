@@ -203,6 +203,10 @@ type World struct {
 	// fresh makes AppendState encode everything anew, caches ignored, for
 	// the clone check (Options.checkClones).
 	fresh bool
+	// scratch is where parts are encoded before their digests are taken,
+	// shared by a world's clones: one search's worlds are stepped by one
+	// goroutine, one at a time.
+	scratch *[]byte
 }
 
 // NewWorld starts a scenario's run, with the reductions on.
@@ -213,7 +217,7 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 		factory = SeededCore
 	}
 	w := &World{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, p: newRunState(), pOwned: true,
-		mon: newMonitor(), monOwned: true, unreduced: unreduced}
+		mon: newMonitor(), monOwned: true, unreduced: unreduced, scratch: new([]byte)}
 	for i, name := range sc.Workers {
 		id := WorkerID(i + 1)
 		w.ids[name] = id
@@ -967,7 +971,8 @@ func (w *World) AppendState(b []byte) []byte {
 			}
 			w.coreKeys[i] = digestOf(fresh)
 		} else if w.coreKeys[i] == (digest{}) {
-			w.coreKeys[i] = digestOf(c.AppendState(nil)) // a shared core is encoded once
+			*w.scratch = c.AppendState((*w.scratch)[:0]) // a shared core is encoded once
+			w.coreKeys[i] = digestOf(*w.scratch)
 		}
 		b = w.coreKeys[i].append(b)
 	}
@@ -978,11 +983,13 @@ func (w *World) AppendState(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(w.inflight)))
 	b = inflight.append(b)
 	if w.p.key == (digest{}) || w.fresh {
-		w.p.key = digestOf(w.p.appendState(nil)) // shared with the clones that share p
+		*w.scratch = w.p.appendState((*w.scratch)[:0])
+		w.p.key = digestOf(*w.scratch) // shared with the clones that share p
 	}
 	b = w.p.key.append(b)
 	if w.mon.key == (digest{}) || w.fresh {
-		w.mon.key = digestOf(w.mon.appendState(nil))
+		*w.scratch = w.mon.appendState((*w.scratch)[:0])
+		w.mon.key = digestOf(*w.scratch)
 	}
 	return w.mon.key.append(b)
 }
