@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -31,6 +32,52 @@ func BenchmarkExploreHeaviest(b *testing.B) {
 			var spent time.Duration
 			for b.Loop() {
 				r := Explore(sc, Options{Workers: 1})
+				if !r.Passed() || r.Truncated != "" {
+					b.Fatal(r.Violation, r.Truncated)
+				}
+				states += r.States
+				spent += r.Duration
+			}
+			b.ReportMetric(float64(states)/spent.Seconds(), "states/s")
+		})
+	}
+}
+
+// chainOfSix is the issue's measure of a long search: six users hand one
+// RRef down a chain by return, and the last fetches it (37,683 states).
+const chainOfSix = `workers O A B C D E F
+remote A O x 7
+return A B x b
+return B C b c
+return C D c d
+return D E d e
+return E F e f
+fetch F f
+expect value F f 7
+release A x
+release B b
+release C c
+release D d
+release E e
+release F f
+settle
+expect clean
+`
+
+// BenchmarkExploreChainOfSix explores chainOfSix on one worker and on one
+// per CPU.
+func BenchmarkExploreChainOfSix(b *testing.B) {
+	sc, err := Parse("chain_of_six.rref", []byte(chainOfSix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, workers := range []int{1, -1} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			b.ReportAllocs()
+			states := 0
+			var spent time.Duration
+			for b.Loop() {
+				r := Explore(sc, Options{Workers: workers})
 				if !r.Passed() || r.Truncated != "" {
 					b.Fatal(r.Violation, r.Truncated)
 				}
