@@ -668,9 +668,9 @@ func (w *World) run(id WorkerID, run core.Run) {
 	switch {
 	case run.Kind == core.RunRemote:
 		if run.Fn == "fail" {
-			cr.CompleteRemote(run.RRef, nil, true, "scenario function failed")
+			cr.CompleteRemote(run.RRef, nil, core.Failure{Kind: rref.ErrorKindUser, Message: "scenario function failed"})
 		} else {
-			cr.CompleteRemote(run.RRef, run.Args, false, "")
+			cr.CompleteRemote(run.RRef, run.Args, core.Failure{})
 		}
 	case run.Fn == "__pass":
 		if len(run.Handles) == 1 {
@@ -682,19 +682,19 @@ func (w *World) run(id WorkerID, run core.Run) {
 			}
 			w.eager[[2]uint64{uint64(run.From), run.CallID}] = true
 		}
-		cr.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
+		cr.Return(run.From, run.CallID, nil, nil, core.Failure{})
 	case run.Fn == "__return":
 		h := w.p.handles.m[handleKey{id, string(run.Args)}]
 		var refs []core.HandleID
 		if h != nil && !h.released {
 			refs = []core.HandleID{h.id}
 		}
-		if err := cr.Return(run.From, run.CallID, nil, refs, rref.ErrorKindNone, ""); err != nil {
+		if err := cr.Return(run.From, run.CallID, nil, refs, core.Failure{}); err != nil {
 			w.fail(rref.InvariantL1, 0, "return of %s refused: %v", string(run.Args), err)
 		}
 		w.returning = false
 	default:
-		cr.Return(run.From, run.CallID, nil, nil, rref.ErrorKindUnknownFunction, run.Fn)
+		cr.Return(run.From, run.CallID, nil, nil, core.Failure{Kind: rref.ErrorKindUnknownFunction, Message: run.Fn})
 	}
 }
 

@@ -16,7 +16,7 @@ func messageSamples() []Message {
 			CallID:   1099511627776,
 			Function: "héllo",
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindTypeMismatch,
+				Cut: ErrorKindCancelled,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -32,7 +32,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindTypeMismatch,
+				Cut: ErrorKindCancelled,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -48,13 +48,15 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}},
+			Timeout: 1099511627776,
 		},
 		&CallRet{
 			CallID:  1099511627776,
-			Error:   ErrorKindTypeMismatch,
+			Code:    "héllo",
+			Error:   ErrorKindCancelled,
 			Message: "héllo",
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindTypeMismatch,
+				Cut: ErrorKindCancelled,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -70,7 +72,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindTypeMismatch,
+				Cut: ErrorKindCancelled,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -100,7 +102,7 @@ func messageSamples() []Message {
 				Worker: WorkerID(70000),
 			},
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindTypeMismatch,
+				Cut: ErrorKindCancelled,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -116,7 +118,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindTypeMismatch,
+				Cut: ErrorKindCancelled,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -155,7 +157,8 @@ func messageSamples() []Message {
 			},
 		},
 		&FetchRet{
-			Error:   ErrorKindTypeMismatch,
+			Code:    "héllo",
+			Error:   ErrorKindCancelled,
 			FetchID: 1099511627776,
 			Message: "héllo",
 			RRef: RRefID{
@@ -212,9 +215,10 @@ func messageSamples() []Message {
 		},
 		&Error{
 			InReplyTo: 300,
-			Kind:      ErrorKindTypeMismatch,
+			Kind:      ErrorKindCancelled,
 			Message:   "héllo",
 		},
+		&CallCancel{CallID: 1099511627776},
 	}
 }
 
@@ -239,7 +243,7 @@ func TestControlMessagesDecodeWithoutAllocating(t *testing.T) {
 	}
 	var d Decoder
 	buf := make([]byte, 0, 1024)
-	control := map[Code]bool{CodeRemoteRet: true, CodeFetchCall: true, CodeForkRequest: true, CodeForkAck: true, CodeChildAccept: true, CodeUserDelete: true}
+	control := map[Code]bool{CodeRemoteRet: true, CodeFetchCall: true, CodeForkRequest: true, CodeForkAck: true, CodeChildAccept: true, CodeUserDelete: true, CodeCallCancel: true}
 	for _, m := range messageSamples() {
 		if !control[m.MessageCode()] {
 			continue

@@ -24,6 +24,7 @@ const (
 	CodeChildAccept Code = 9
 	CodeUserDelete  Code = 10
 	CodeError       Code = 11
+	CodeCallCancel  Code = 12
 )
 
 func (c Code) String() string {
@@ -50,12 +51,14 @@ func (c Code) String() string {
 		return "UserDelete"
 	case CodeError:
 		return "Error"
+	case CodeCallCancel:
+		return "CallCancel"
 	}
 	return "Code(" + strconv.Itoa(int(c)) + ")"
 }
 
 // Codes lists every message code in declaration order.
-var Codes = []Code{CodeCall, CodeCallRet, CodeRemoteCall, CodeRemoteRet, CodeFetchCall, CodeFetchRet, CodeForkRequest, CodeForkAck, CodeChildAccept, CodeUserDelete, CodeError}
+var Codes = []Code{CodeCall, CodeCallRet, CodeRemoteCall, CodeRemoteRet, CodeFetchCall, CodeFetchRet, CodeForkRequest, CodeForkAck, CodeChildAccept, CodeUserDelete, CodeError, CodeCallCancel}
 
 // Message is implemented by a pointer to every message struct.
 type Message interface {
@@ -72,6 +75,10 @@ type Call struct {
 	Function string
 	Args     []byte
 	RRefs    []RRefDesc
+	// Nanoseconds the caller still waits for the answer, counted from when it sent the call;
+	// 0: no deadline. A duration, not a time of day: the hosts' clocks need not agree. The
+	// callee's context ends when it has passed.
+	Timeout uint64
 }
 
 func (m *Call) MessageCode() Code {
@@ -94,6 +101,7 @@ func SizeCall(v *Call) int {
 	for i0 := range v.RRefs {
 		n += SizeRRefDesc(&v.RRefs[i0])
 	}
+	n += genrt.SizeUvarint(uint64(v.Timeout))
 	return n
 }
 
@@ -106,6 +114,7 @@ func AppendCall(b []byte, v *Call) []byte {
 	for i0 := range v.RRefs {
 		b = AppendRRefDesc(b, &v.RRefs[i0])
 	}
+	b = genrt.AppendUvarint(b, uint64(v.Timeout))
 	return b
 }
 
@@ -157,6 +166,14 @@ func ConsumeCall(b []byte, lim *genrt.Limits) (v Call, n int, err error) {
 			}
 		}
 	}
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint64)
+		if err != nil {
+			return v, 0, genrt.Wrap("Call", "timeout", off, err)
+		}
+		v.Timeout = x
+		off += k
+	}
 	return v, off, nil
 }
 
@@ -167,6 +184,8 @@ type CallRet struct {
 	Message string
 	Result  []byte
 	RRefs   []RRefDesc
+	// The application's code for a user error, as both sides registered it; empty when none.
+	Code string
 }
 
 func (m *CallRet) MessageCode() Code {
@@ -190,6 +209,7 @@ func SizeCallRet(v *CallRet) int {
 	for i0 := range v.RRefs {
 		n += SizeRRefDesc(&v.RRefs[i0])
 	}
+	n += genrt.SizeBytes(len(v.Code))
 	return n
 }
 
@@ -203,6 +223,7 @@ func AppendCallRet(b []byte, v *CallRet) []byte {
 	for i0 := range v.RRefs {
 		b = AppendRRefDesc(b, &v.RRefs[i0])
 	}
+	b = genrt.AppendString(b, string(v.Code))
 	return b
 }
 
@@ -263,6 +284,14 @@ func ConsumeCallRet(b []byte, lim *genrt.Limits) (v CallRet, n int, err error) {
 				off += k
 			}
 		}
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("CallRet", "code", off, err)
+		}
+		v.Code = x
+		off += k
 	}
 	return v, off, nil
 }
@@ -501,6 +530,8 @@ type FetchRet struct {
 	Error   ErrorKind
 	Message string
 	Value   []byte
+	// The application's code for a user error, as both sides registered it; empty when none.
+	Code string
 }
 
 func (m *FetchRet) MessageCode() Code {
@@ -521,6 +552,7 @@ func SizeFetchRet(v *FetchRet) int {
 	n += 1
 	n += genrt.SizeBytes(len(v.Message))
 	n += genrt.SizeBytes(len(v.Value))
+	n += genrt.SizeBytes(len(v.Code))
 	return n
 }
 
@@ -531,6 +563,7 @@ func AppendFetchRet(b []byte, v *FetchRet) []byte {
 	b = append(b, byte(v.Error))
 	b = genrt.AppendString(b, string(v.Message))
 	b = genrt.AppendBytes(b, v.Value)
+	b = genrt.AppendString(b, string(v.Code))
 	return b
 }
 
@@ -578,6 +611,14 @@ func ConsumeFetchRet(b []byte, lim *genrt.Limits) (v FetchRet, n int, err error)
 			return v, 0, genrt.Wrap("FetchRet", "value", off, err)
 		}
 		v.Value = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("FetchRet", "code", off, err)
+		}
+		v.Code = x
 		off += k
 	}
 	return v, off, nil
@@ -903,6 +944,51 @@ func ConsumeError(b []byte, lim *genrt.Limits) (v Error, n int, err error) {
 	return v, off, nil
 }
 
+// CallCancel tells the callee that the caller no longer waits for a call: its context was
+// cancelled or its deadline passed. The callee cancels the function's context if it still runs;
+// its answer, still sent, is dropped by the caller.
+type CallCancel struct {
+	CallID uint64
+}
+
+func (m *CallCancel) MessageCode() Code {
+	return CodeCallCancel
+}
+func (m *CallCancel) AppendBody(b []byte) []byte {
+	return AppendCallCancel(b, m)
+}
+func (m *CallCancel) BodySize() int {
+	return SizeCallCancel(m)
+}
+
+// SizeCallCancel is the encoded size of v.
+func SizeCallCancel(v *CallCancel) int {
+	n := 0
+	n += genrt.SizeUvarint(uint64(v.CallID))
+	return n
+}
+
+// AppendCallCancel appends the encoding of v to b.
+func AppendCallCancel(b []byte, v *CallCancel) []byte {
+	b = genrt.AppendUvarint(b, uint64(v.CallID))
+	return b
+}
+
+// ConsumeCallCancel decodes one CallCancel from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeCallCancel(b []byte, lim *genrt.Limits) (v CallCancel, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint64)
+		if err != nil {
+			return v, 0, genrt.Wrap("CallCancel", "call_id", off, err)
+		}
+		v.CallID = x
+		off += k
+	}
+	return v, off, nil
+}
+
 // FrameVersion is the first byte of every frame of this protocol.
 const FrameVersion = 1
 
@@ -1105,6 +1191,19 @@ func Decode(b []byte, lim *genrt.Limits) (Message, error) {
 			}
 		}
 		return &v, nil
+	case CodeCallCancel:
+		v, n, err := ConsumeCallCancel(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "CallCancel",
+				Offset:  n,
+			}
+		}
+		return &v, nil
 	}
 	return nil, &genrt.DecodeError{
 		Err:     genrt.ErrUnknownCode,
@@ -1131,6 +1230,7 @@ type Decoder struct {
 	childAcceptMsg ChildAccept
 	userDeleteMsg  UserDelete
 	errorMsg       Error
+	callCancelMsg  CallCancel
 }
 
 // Decode decodes one whole frame, as the package-level Decode does.
@@ -1298,6 +1398,20 @@ func (d *Decoder) Decode(b []byte) (Message, error) {
 			}
 		}
 		return &d.errorMsg, nil
+	case CodeCallCancel:
+		var n int
+		d.callCancelMsg, n, err = ConsumeCallCancel(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "CallCancel",
+				Offset:  n,
+			}
+		}
+		return &d.callCancelMsg, nil
 	}
 	return nil, &genrt.DecodeError{
 		Err:     genrt.ErrUnknownCode,

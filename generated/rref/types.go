@@ -29,7 +29,7 @@ const (
 	ErrorKindNone ErrorKind = 0
 	// The user function failed; its error is stored on the OwnerRRef.
 	ErrorKindUser ErrorKind = 1
-	// The remote that created the RRef timed out.
+	// The remote that created the RRef timed out, or the call's deadline passed.
 	ErrorKindTimeout ErrorKind = 2
 	// The RRef was already deleted.
 	ErrorKindDeleted ErrorKind = 3
@@ -43,12 +43,16 @@ const (
 	ErrorKindUnknownFunction ErrorKind = 7
 	// The function's argument or result type is not the one the caller uses.
 	ErrorKindTypeMismatch ErrorKind = 8
+	// The arguments, result or value could not be decoded.
+	ErrorKindCodec ErrorKind = 9
+	// The caller cancelled the call (CallCancel) while it ran.
+	ErrorKindCancelled ErrorKind = 10
 )
 
 // Valid reports whether e is a declared ErrorKind.
 func (e ErrorKind) Valid() bool {
 	switch e {
-	case ErrorKindNone, ErrorKindUser, ErrorKindTimeout, ErrorKindDeleted, ErrorKindOwnerFailed, ErrorKindLost, ErrorKindBadRequest, ErrorKindUnknownFunction, ErrorKindTypeMismatch:
+	case ErrorKindNone, ErrorKindUser, ErrorKindTimeout, ErrorKindDeleted, ErrorKindOwnerFailed, ErrorKindLost, ErrorKindBadRequest, ErrorKindUnknownFunction, ErrorKindTypeMismatch, ErrorKindCodec, ErrorKindCancelled:
 		return true
 	}
 	return false
@@ -74,6 +78,10 @@ func (e ErrorKind) String() string {
 		return "unknown_function"
 	case ErrorKindTypeMismatch:
 		return "type_mismatch"
+	case ErrorKindCodec:
+		return "codec"
+	case ErrorKindCancelled:
+		return "cancelled"
 	}
 	return "ErrorKind(" + strconv.FormatUint(uint64(e), 10) + ")"
 }

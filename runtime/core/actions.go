@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/genrt"
@@ -58,6 +59,12 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 // Call sends a plain call to worker (rpc_sync/rpc_async); the result arrives
 // as a CallResult with the returned id.
 func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (uint64, error) {
+	return c.CallWithin(worker, fn, args, refs, 0)
+}
+
+// CallWithin is Call with the caller's remaining time (0: none), which
+// travels with the call and bounds the callee's run of it (Run.Timeout).
+func (c *Core) CallWithin(worker WorkerID, fn string, args []byte, refs []HandleID, timeout time.Duration) (uint64, error) {
 	if c.dead[worker] {
 		return 0, fmt.Errorf("%w: call to worker %d", ErrPeerDead, worker)
 	}
@@ -66,28 +73,38 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 	}
 	id := c.newLocal()
 	c.callsW()[id] = worker
-	c.send(worker, c.pools().call.fill(rref.Call{CallID: id, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
+	c.send(worker, c.pools().call.fill(rref.Call{CallID: id, Function: fn, Args: args, RRefs: c.forkAll(refs, worker), Timeout: uint64(max(timeout, 0))}))
 	return id, nil
+}
+
+// CancelCall tells the callee of call id that its caller no longer waits
+// (CallCancel), so that its function's context ends. The call stays
+// recorded: the callee still answers, and what the answer carries is the
+// caller's to release. A call already answered, or unknown, is left alone.
+func (c *Core) CancelCall(id uint64) {
+	if to, ok := c.calls[id]; ok {
+		c.send(to, &rref.CallCancel{CallID: id})
+	}
 }
 
 // Return answers a RunCall. refs are handles this worker returns to the caller.
 // A caller that died while its function ran gets nothing: its reply would be
 // dropped, and a child forked for it would stay pinned (or, on the owner,
 // counted) with nobody left to answer.
-func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID, errKind ErrorKind, msg string) error {
+func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID, fail Failure) error {
 	if c.dead[to] {
 		return nil
 	}
 	if err := c.checkPassable(refs, true); err != nil {
 		return err
 	}
-	c.send(to, c.pools().callRet.fill(rref.CallRet{CallID: callID, Error: errKind, Message: msg, Result: result, RRefs: c.forkAll(refs, to)}))
+	c.send(to, c.pools().callRet.fill(rref.CallRet{CallID: callID, Error: fail.Kind, Code: fail.Code, Message: fail.Message, Result: result, RRefs: c.forkAll(refs, to)}))
 	return nil
 }
 
-// CompleteRemote stores the result of a RunRemote: its value, or the user
-// function's error (userErr non-empty), which fetches then return.
-func (c *Core) CompleteRemote(id RRefID, value []byte, failed bool, userErr string) error {
+// CompleteRemote stores the result of a RunRemote: its value, or why the
+// function failed (fail.Kind not none), which fetches then return.
+func (c *Core) CompleteRemote(id RRefID, value []byte, fail Failure) error {
 	o := c.ownersW()[id]
 	if o == nil || o.state != rref.OwnerPending {
 		return fmt.Errorf("core: CompleteRemote for %v, which is not running", id)
@@ -95,8 +112,8 @@ func (c *Core) CompleteRemote(id RRefID, value []byte, failed bool, userErr stri
 	if c.stepOwner(o, rref.OwnerOnComplete) != genrt.Moved {
 		return nil
 	}
-	if failed {
-		o.err, o.errMsg = rref.ErrorKindUser, userErr
+	if fail.Kind != rref.ErrorKindNone {
+		o.err, o.errCode, o.errMsg = fail.Kind, fail.Code, fail.Message
 	} else {
 		o.value = value
 	}
@@ -111,10 +128,10 @@ func (c *Core) CompleteRemote(id RRefID, value []byte, failed bool, userErr stri
 
 func (c *Core) answerFetch(id RRefID, o *ownerRec, w waitingFetch) {
 	if w.from == c.self {
-		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: w.fetchID, Handle: w.handle, Value: o.value, Err: o.err, Message: o.errMsg})
+		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: w.fetchID, Handle: w.handle, Value: o.value, Err: o.err, Message: o.errMsg, Code: o.errCode})
 		return
 	}
-	c.send(w.from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: o.err, Message: o.errMsg, Value: o.value}))
+	c.send(w.from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: o.err, Message: o.errMsg, Code: o.errCode, Value: o.value}))
 }
 
 // Fetch asks for the value behind h (to_here). The result arrives as a

@@ -55,11 +55,11 @@ func (g *group) drain(id core.WorkerID) {
 		for _, run := range r.Runs {
 			switch run.Kind {
 			case core.RunRemote:
-				c.CompleteRemote(run.RRef, run.Args, false, "")
+				c.CompleteRemote(run.RRef, run.Args, core.Failure{})
 			case core.RunCall:
 				g.held[id] = append(g.held[id], run.Handles...)
 				g.ran[id]++
-				c.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
+				c.Return(run.From, run.CallID, nil, nil, core.Failure{})
 			}
 		}
 	}

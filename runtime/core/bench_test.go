@@ -16,7 +16,7 @@ func BenchmarkForkCycle(b *testing.B) {
 	h, _ := a.Remote(2, "identity", []byte("v"), nil)
 	rc := a.TakeReady().Messages[0].Msg.(*rref.RemoteCall)
 	o.Deliver(1, rc)
-	o.CompleteRemote(rc.RRef, rc.Args, false, "")
+	o.CompleteRemote(rc.RRef, rc.Args, core.Failure{})
 	a.Deliver(2, o.TakeReady().Messages[0].Msg)
 	a.TakeReady()
 	cores := map[core.WorkerID]*core.Core{1: a, 2: o, 3: c}
@@ -25,7 +25,7 @@ func BenchmarkForkCycle(b *testing.B) {
 		r := x.TakeReady()
 		queue = append(queue, r.Messages...)
 		for _, run := range r.Runs {
-			x.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
+			x.Return(run.From, run.CallID, nil, nil, core.Failure{})
 			for _, hh := range run.Handles {
 				x.Release(hh)
 			}

@@ -45,6 +45,7 @@ type ownerRec struct {
 	state   rref.OwnerState
 	value   []byte
 	err     ErrorKind
+	errCode string
 	errMsg  string
 	forks   map[ForkID]forkRec // every fork the owner has heard of, deleted ones included
 	known   int                // forks in state known

@@ -23,7 +23,7 @@ func pair(t *testing.T) (a, b *core.Core, h core.HandleID, id rref.RRefID, fork 
 		t.Fatal(err)
 	}
 	rb := b.TakeReady()
-	b.CompleteRemote(rc.RRef, rc.Args, false, "")
+	b.CompleteRemote(rc.RRef, rc.Args, core.Failure{})
 	b.TakeReady()
 	if err := a.Deliver(2, rb.Messages[0].Msg); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestAPIMisuse(t *testing.T) {
 	if _, err := a.Call(3, "f", nil, nil); !errors.Is(err, core.ErrPeerDead) {
 		t.Errorf("call to a dead worker: %v", err)
 	}
-	if err := a.CompleteRemote(id, nil, false, ""); err == nil {
+	if err := a.CompleteRemote(id, nil, core.Failure{}); err == nil {
 		t.Error("CompleteRemote for a value this worker does not own")
 	}
 	id2 := a.Fetch(h)

@@ -100,9 +100,9 @@ func copyOnWriteProgram(t *rapid.T) {
 				run := runs[i][0]
 				runs[i] = runs[i][1:]
 				if run.Kind == core.RunRemote {
-					c.CompleteRemote(run.RRef, []byte("v"), false, "")
+					c.CompleteRemote(run.RRef, []byte("v"), core.Failure{})
 				} else {
-					c.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
+					c.Return(run.From, run.CallID, nil, nil, core.Failure{})
 				}
 			}
 		case 6:

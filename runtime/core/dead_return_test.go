@@ -3,7 +3,6 @@ package core_test
 import (
 	"testing"
 
-	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/runtime/core"
 )
 
@@ -39,7 +38,7 @@ func TestReturnToDeadCallerKeepsNothing(t *testing.T) {
 			}
 			ret.PeerFailed(3) // the caller dies while its function runs
 			ret.TakeReady()
-			if err := ret.Return(3, runs[0].CallID, nil, []core.HandleID{hret}, rref.ErrorKindNone, ""); err != nil {
+			if err := ret.Return(3, runs[0].CallID, nil, []core.HandleID{hret}, core.Failure{}); err != nil {
 				t.Fatal(err)
 			}
 			if r := ret.TakeReady(); len(r.Messages) != 0 {

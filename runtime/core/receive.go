@@ -2,6 +2,8 @@ package core
 
 import (
 	"errors"
+	"math"
+	"time"
 
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/genrt"
@@ -23,7 +25,7 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		if err := c.checkDescs(from, rref.CodeCall, m.RRefs); err != nil {
 			return err
 		}
-		c.runAfter(from, m.RRefs, Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args})
+		c.runAfter(from, m.RRefs, Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args, Timeout: callTimeout(m.Timeout)})
 	case *rref.CallRet:
 		if c.calls[m.CallID] != from {
 			return c.refuse(from, rref.CodeCallRet, "reply to call %d, which was not made to it", m.CallID)
@@ -33,7 +35,7 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		}
 		delete(c.callsW(), m.CallID)
 		hs := c.receiveAll(from, m.RRefs, nil)
-		c.ready.Calls = append(c.ready.Calls, CallResult{CallID: m.CallID, Result: m.Result, Handles: hs, Err: m.Error, Message: m.Message})
+		c.ready.Calls = append(c.ready.Calls, CallResult{CallID: m.CallID, Result: m.Result, Handles: hs, Err: m.Error, Message: m.Message, Code: m.Code})
 	case *rref.RemoteCall:
 		return c.onRemoteCall(from, m)
 	case *rref.RemoteRet:
@@ -50,6 +52,13 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		return c.onChildAccept(from, m)
 	case *rref.UserDelete:
 		return c.onUserDelete(from, m)
+	case *rref.CallCancel:
+		// A call still waiting for its RRef arguments' confirmation is
+		// marked here, to run cancelled; one handed out is the driver's,
+		// which looks it up by (from, id): a peer cancels only its own calls.
+		if !c.cancelPending(from, m.CallID) {
+			c.ready.Cancels = append(c.ready.Cancels, Cancel{From: from, CallID: m.CallID})
+		}
 	case *rref.Error:
 		c.ready.Errors = append(c.ready.Errors, &BadInputError{From: from, Code: rref.CodeError, Why: "peer reports " + m.Kind.String() + ": " + m.Message})
 	default:
@@ -225,7 +234,7 @@ func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
 	}
 	delete(c.fetchesW(), m.FetchID)
 	u.fetching--
-	c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: m.FetchID, Handle: f.handle, Value: m.Value, Err: m.Error, Message: m.Message})
+	c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: m.FetchID, Handle: f.handle, Value: m.Value, Err: m.Error, Message: m.Message, Code: m.Code})
 	c.maybeDrain(u)
 	return nil
 }
@@ -511,4 +520,33 @@ func (c *Core) DeliverFrame(from WorkerID, frame []byte, lim *genrt.Limits) erro
 		return errors.Join(e, err)
 	}
 	return c.Deliver(from, m)
+}
+
+// callTimeout is a Call's timeout field as a duration: past the largest
+// duration (a hostile or broken peer), as good as none.
+func callTimeout(ns uint64) time.Duration {
+	if ns > math.MaxInt64 {
+		return 0
+	}
+	return time.Duration(ns)
+}
+
+// cancelPending marks the call id from worker from cancelled if it still
+// waits for its arguments' confirmation, and reports whether it did.
+func (c *Core) cancelPending(from WorkerID, id uint64) bool {
+	find := func(users map[ForkID]*userRec) *pendingRun {
+		for _, u := range users {
+			for _, r := range u.runs {
+				if r.run.Kind == RunCall && r.run.From == from && r.run.CallID == id {
+					return r
+				}
+			}
+		}
+		return nil
+	}
+	if find(c.users) == nil {
+		return false
+	}
+	find(c.usersW()).run.Cancelled = true // the copy's own run (cow.go)
+	return true
 }

@@ -227,14 +227,14 @@ func (s *script) drain(id core.WorkerID) {
 			switch {
 			case run.Kind == core.RunRemote:
 				s.emit("%s runs %s(%s) for %d:%d", s.name(id), run.Fn, run.Args, run.RRef.Worker, run.RRef.Local)
-				c.CompleteRemote(run.RRef, run.Args, run.Fn == "fail", "function failed")
+				c.CompleteRemote(run.RRef, run.Args, scriptFailure(run.Fn))
 			case run.Fn == "__pass":
 				s.emit("%s runs the call with %s", s.name(id), run.Args)
 				s.handles[s.name(id)+"/"+string(run.Args)] = run.Handles[0]
-				c.Return(run.From, run.CallID, nil, nil, rref.ErrorKindNone, "")
+				c.Return(run.From, run.CallID, nil, nil, core.Failure{})
 			case run.Fn == "__return":
 				s.emit("%s returns %s", s.name(id), run.Args)
-				c.Return(run.From, run.CallID, nil, []core.HandleID{s.handle(s.name(id), string(run.Args))}, rref.ErrorKindNone, "")
+				c.Return(run.From, run.CallID, nil, []core.HandleID{s.handle(s.name(id), string(run.Args))}, core.Failure{})
 			}
 		}
 		for _, f := range r.Fetches {
@@ -502,4 +502,12 @@ func TestScripts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scriptFailure is how the scripts' functions end: "fail" fails, the rest succeed.
+func scriptFailure(fn string) core.Failure {
+	if fn == "fail" {
+		return core.Failure{Kind: rref.ErrorKindUser, Message: "function failed"}
+	}
+	return core.Failure{}
 }

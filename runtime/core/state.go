@@ -299,6 +299,8 @@ func FormatMessage(m rref.Message) string {
 		return fmt.Sprintf("UserDelete{rref=%s fork=%s}", fmtRRef(m.RRef), fmtFork(m.Fork))
 	case *rref.Error:
 		return fmt.Sprintf("Error{kind=%s msg=%q}", m.Kind, m.Message)
+	case *rref.CallCancel:
+		return fmt.Sprintf("CallCancel{call=%d}", m.CallID)
 	}
 	return fmt.Sprintf("%T", m)
 }

@@ -48,6 +48,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rrefkit/rref/generated/rref"
 )
@@ -121,6 +122,29 @@ type Run struct {
 	Fn      string
 	Args    []byte
 	Handles []HandleID // the RRefs among the arguments, now held by this worker
+	// Timeout is how long the caller still waited when it sent the call
+	// (RunCall; 0: no deadline): the driver ends the function's context
+	// after it.
+	Timeout time.Duration
+	// Cancelled: the caller cancelled the call before it could run (its
+	// RRef arguments were still being confirmed). Answer it at once.
+	Cancelled bool
+}
+
+// Failure is why a function failed, as it crosses the wire: its kind, the
+// application's code for a user error (empty when none) and a message.
+// The zero Failure is success.
+type Failure struct {
+	Kind    ErrorKind
+	Code    string
+	Message string
+}
+
+// Cancel tells the driver that the caller of a call it runs no longer
+// waits for it (CallCancel): the function's context should end.
+type Cancel struct {
+	From   WorkerID
+	CallID uint64
 }
 
 // FetchResult completes a Fetch.
@@ -130,6 +154,7 @@ type FetchResult struct {
 	Value   []byte
 	Err     ErrorKind // ErrorKindNone on success
 	Message string    // the stored function error, for ErrorKindUser
+	Code    string    // its application code, if any
 }
 
 // CallResult completes a Call.
@@ -139,6 +164,7 @@ type CallResult struct {
 	Handles []HandleID // RRefs returned, usable at once
 	Err     ErrorKind
 	Message string
+	Code    string // the application's code of a user error, if any
 }
 
 // Freed reports a value the owner freed: no reference to it remains anywhere.
@@ -153,6 +179,7 @@ type Ready struct {
 	Runs     []Run
 	Fetches  []FetchResult
 	Calls    []CallResult
+	Cancels  []Cancel
 	Freed    []Freed
 	// Errors lists bad input refused and any illegal transition a machine
 	// reported; a correct run produces none of the latter.
@@ -166,6 +193,7 @@ func (r *Ready) Reset() {
 	r.Runs = emptied(r.Runs)
 	r.Fetches = emptied(r.Fetches)
 	r.Calls = emptied(r.Calls)
+	r.Cancels = emptied(r.Cancels)
 	r.Freed = emptied(r.Freed)
 	r.Errors = emptied(r.Errors)
 }
@@ -183,7 +211,7 @@ const maxKeptReady = 256
 // Empty reports whether r holds nothing.
 func (r *Ready) Empty() bool {
 	return len(r.Messages) == 0 && len(r.Runs) == 0 && len(r.Fetches) == 0 && len(r.Calls) == 0 &&
-		len(r.Freed) == 0 && len(r.Errors) == 0
+		len(r.Cancels) == 0 && len(r.Freed) == 0 && len(r.Errors) == 0
 }
 
 // Counters are the debug counters PyTorch exposes, plus our own.

@@ -24,6 +24,7 @@ type RRef[T any] struct {
 	owner core.WorkerID
 	state *releaseState
 	wire  uint64 // decoded, not yet bound: the sender's handle (see nested.go)
+	fn    string // the function that makes the value, for a Remote made here
 }
 
 // releaseState is shared with the cleanup, which must not reach the RRef.
@@ -117,24 +118,6 @@ func (r *RRef[T]) Release() error {
 	return nil
 }
 
-func fetchError(fr core.FetchResult, fn string) error {
-	switch fr.Err {
-	case rref.ErrorKindNone:
-		return nil
-	case rref.ErrorKindUser:
-		return &UserError{Function: fn, Message: fr.Message}
-	case rref.ErrorKindTimeout:
-		return ErrTimeout
-	case rref.ErrorKindDeleted:
-		return ErrDeleted
-	case rref.ErrorKindOwnerFailed:
-		return ErrOwnerFailed
-	case rref.ErrorKindLost:
-		return ErrLost
-	}
-	return fmt.Errorf("worker: fetch failed: %s %s", fr.Err, fr.Message)
-}
-
 // ToHere fetches a copy of the value from its owner (to_here). It waits for
 // a value still being created; it fails at once when the owner died, the
 // reference was released, lost, or its Remote timed out.
@@ -205,7 +188,7 @@ func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err err
 	if err != nil {
 		return v, err
 	}
-	if err = fetchError(fr, "remote"); err == nil {
+	if err = w.fetchError(fr, r.fn, r.owner); err == nil {
 		v, err = decodeValue[T](w, fr.Value)
 	} else if fr.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
 		err = fmt.Errorf("%w (%w)", ErrClosed, err)
@@ -236,7 +219,10 @@ func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
 		}
 	}
 	if t.Kind() == reflect.Pointer { // only a pointer can be an RRef, and boxing one is free
-		if ra, ok := any(a).(rrefArg); ok && !reflect.ValueOf(a).IsNil() {
+		if ra, ok := any(a).(rrefArg); ok {
+			if reflect.ValueOf(a).IsNil() {
+				return nil, nil, fmt.Errorf("%w: a nil %s", ErrUnbound, t)
+			}
 			ow, h := ra.handle()
 			if ow == nil {
 				return nil, nil, ErrUnbound
@@ -388,11 +374,20 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 	if err := w.fits(id, fn, args, refs); err != nil {
 		return pendingCall{}, err
 	}
+	// The time left travels with the call, so the callee stops when the
+	// caller does: the context's deadline, or the default CallTimeout.
+	timeout := w.cfg.CallTimeout
+	deadline, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		if timeout = time.Until(deadline); timeout <= 0 {
+			name, _, _ := splitWireName(fn)
+			return pendingCall{}, fmt.Errorf("worker: %s on %s: %w", name, to, context.DeadlineExceeded)
+		}
+	}
 	pc := pendingCall{to: id, ch: callChans.get()}
 	if poll {
 		pc.poll = w.beginPoll(id)
 	}
-	_, hasDeadline := ctx.Deadline()
 	closed := false
 	w.apply(func(c *core.Core) {
 		// Close fails the calls it finds under this lock; later ones must
@@ -400,7 +395,7 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 		if closed = w.closed.Load(); closed {
 			return
 		}
-		pc.id, err = c.Call(id, fn, args, refs)
+		pc.id, err = c.CallWithin(id, fn, args, refs, timeout)
 		if err == nil {
 			w.calls.add(pc.id, pc.ch, w.defaultDue(hasDeadline))
 		}
@@ -461,26 +456,6 @@ func await[T any](ctx context.Context, w *Worker, peer core.WorkerID, conn *fifo
 	}
 }
 
-// callError maps a call's failure to the package's errors; callerTypes
-// describes the caller's side, for a type mismatch (computed only then).
-func callError(res core.CallResult, fn string, callerTypes func() string) error {
-	switch res.Err {
-	case rref.ErrorKindNone:
-		return nil
-	case rref.ErrorKindUnknownFunction:
-		return fmt.Errorf("%w: %s", ErrUnknownFunction, res.Message)
-	case rref.ErrorKindOwnerFailed:
-		return fmt.Errorf("%w: %s", ErrPeerFailed, res.Message)
-	case rref.ErrorKindLost:
-		return fmt.Errorf("%w: %s", ErrLost, res.Message)
-	case rref.ErrorKindTimeout:
-		return fmt.Errorf("%w: %s", context.DeadlineExceeded, res.Message)
-	case rref.ErrorKindTypeMismatch:
-		return fmt.Errorf("%w: %s; the caller's %s", ErrTypeMismatch, strings.TrimPrefix(res.Message, ErrTypeMismatch.Error()+": "), callerTypes())
-	}
-	return &UserError{Function: fn, Message: res.Message}
-}
-
 // Call runs function fn on worker to with arg and waits for its result
 // (rpc_sync). An RRef argument is forked to the callee; an RRef result
 // arrives usable at once.
@@ -502,10 +477,13 @@ func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingC
 	res, err := await(ctx, w, pc.to, pc.poll, pc.ch, &w.calls, pc.id)
 	callChans.put(pc.ch)
 	if err != nil {
-		w.releaseAll(res.Handles) // an answer that came too late
+		// The callee's function stops too (its context is cancelled); an
+		// answer that came meanwhile, or comes later, is released.
+		w.apply(func(c *core.Core) { c.CancelCall(pc.id) })
+		w.releaseAll(res.Handles)
 		return zero, err
 	}
-	if err := callError(res, fn, callerTypes[A, R]); err != nil {
+	if err := w.callError(res, fn, pc.to, callerTypes[A, R]); err != nil {
 		w.releaseAll(res.Handles)
 		if res.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
 			err = fmt.Errorf("%w (%w)", ErrClosed, err)
@@ -598,6 +576,7 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	}
 	r := bindRRef[R](w, h)
 	r.owner = id
+	r.fn = fn
 	if t := w.cfg.RemoteTimeout; t > 0 && id != w.id {
 		time.AfterFunc(t, func() {
 			if !r.Confirmed() && !w.closed.Load() {

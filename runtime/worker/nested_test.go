@@ -119,8 +119,7 @@ func TestRRefValueCannotHoldRRefs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Release()
-	var ue *UserError
-	if _, err := r.ToHere(ctxT(t)); !errors.As(err, &ue) || !strings.Contains(ue.Message, "type mismatch") {
+	if _, err := r.ToHere(ctxT(t)); !errors.Is(err, ErrTypeMismatch) {
 		t.Errorf("Remote of a function returning an RRef: %v", err)
 	}
 }

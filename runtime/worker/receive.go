@@ -285,6 +285,7 @@ func (w *Worker) takeFrame(from core.WorkerID, frame []byte, rd *core.Ready) boo
 	w.mu.Lock()
 	w.c.DeliverFrame(from, frame, nil)
 	w.c.TakeReadyInto(rd)
+	w.trackCalls(rd)
 	w.mu.Unlock()
 	return true
 }

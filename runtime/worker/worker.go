@@ -26,36 +26,22 @@ import (
 	"github.com/rrefkit/rref/runtime/core"
 )
 
-// Errors, matched with errors.Is.
-var (
-	ErrUnknownWorker   = errors.New("worker: unknown worker")
-	ErrUnknownFunction = errors.New("worker: unknown function")
-	ErrPeerFailed      = errors.New("worker: peer failed")
-	ErrOwnerFailed     = errors.New("worker: owner failed")
-	ErrTimeout         = errors.New("worker: remote timed out")
-	ErrDeleted         = errors.New("worker: RRef already released")
-	ErrLost            = errors.New("worker: RRef lost (its value was freed or never created)")
-	ErrClosed          = errors.New("worker: closed")
-	ErrLeak            = errors.New("worker: references still held at shutdown")
-)
-
-// UserError is a registered function's error, carried back to the caller (or
-// stored on the OwnerRRef of a Remote and returned by every ToHere).
-type UserError struct {
-	Function string
-	Message  string
-}
-
-func (e *UserError) Error() string {
-	return fmt.Sprintf("worker: function %s failed: %s", e.Function, e.Message)
-}
-
 // Config configures a worker.
 type Config struct {
 	// Codec encodes arguments, results and values (default Fast).
 	Codec Codec
 	// CallTimeout bounds a call whose context has no deadline (default 30 s).
+	// Either bound travels with the call: the function's context on the
+	// callee ends when it has passed, and when the caller's context is
+	// cancelled.
 	CallTimeout time.Duration
+	// Errors are the application's errors that keep their identity across
+	// the wire: a function's error that matches one (errors.Is) is sent
+	// with its code (the entry's Error() text), and the caller's
+	// *UserError matches the caller's own entry of that code, so
+	// errors.Is(err, ErrNotFound) holds on both sides. Give every worker
+	// of a group the same list.
+	Errors []error
 	// RemoteTimeout, when set, records a Remote as timed out if the owner has
 	// not confirmed it by then: its ToHere fails with ErrTimeout.
 	RemoteTimeout time.Duration
@@ -140,6 +126,7 @@ type Worker struct {
 	calls   waiting[core.CallResult]
 	fetches waiting[core.FetchResult]
 	kept    map[core.HandleID]bool // argument RRefs a function kept
+	calling map[callKey]*callCtx   // calls from peers being run (cancel.go)
 	dead    map[core.WorkerID]bool
 	// mourned holds the dead peers whose failure the core has been told
 	// of, and whose consequences (failed fetches, released forks) are
@@ -187,7 +174,8 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
-		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
+		calling: map[callKey]*callCtx{},
+		dead:    map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	for i := range names {
 		if core.WorkerID(i+1) != id {
@@ -235,6 +223,7 @@ func (w *Worker) apply(f func(c *core.Core)) bool {
 	w.mu.Lock()
 	f(w.c)
 	w.c.TakeReadyInto(rd)
+	w.trackCalls(rd)
 	w.mu.Unlock()
 	handedOff := w.effects(*rd)
 	w.readies.Put(rd)
@@ -489,9 +478,13 @@ func (w *Worker) spawn(run core.Run) {
 // execute runs a user function the core asked for, then answers it; the
 // caller has counted it in w.running. RRefs received as arguments belong to
 // the call: they are released when the function returns (pass them on, or
-// return them, to keep them alive).
+// return them, to keep them alive). A call's context ends with the
+// caller's deadline (Run.Timeout) and when the caller cancels it.
 func (w *Worker) execute(ctx context.Context, run core.Run) {
 	defer w.running.Add(-1) // after the answer below is handed to the transport
+	if run.Kind == core.RunCall {
+		ctx = w.callContext(ctx, run)
+	}
 	name, sig, signed := splitWireName(run.Fn)
 	run.Fn = name
 	w.fmu.RLock()
@@ -505,6 +498,8 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, name, w.name)
 	case signed && sig != f.sig:
 		err = fmt.Errorf("%w: %s on %s %s", ErrTypeMismatch, name, w.name, f.types)
+	case ctx.Err() != nil:
+		err = ctx.Err() // cancelled, or past its deadline, before it began
 	default:
 		result, refs, err = w.callUser(ctx, f.h, run)
 		if run.Kind == core.RunRemote && len(refs) > 0 && err == nil {
@@ -516,22 +511,16 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 
 // answer completes a function the core asked for with its outcome.
 func (w *Worker) answer(run core.Run, result []byte, refs []core.HandleID, err error) {
-	kind, msg := rref.ErrorKindNone, ""
-	if err != nil {
-		kind, msg = rref.ErrorKindUser, err.Error()
-		switch {
-		case errors.Is(err, ErrUnknownFunction):
-			kind = rref.ErrorKindUnknownFunction
-		case errors.Is(err, ErrTypeMismatch):
-			kind = rref.ErrorKindTypeMismatch
-		}
-	}
+	fail := w.failureOf(err)
 	w.apply(func(c *core.Core) {
+		if run.Kind == core.RunCall {
+			w.endCall(run)
+		}
 		switch run.Kind {
 		case core.RunRemote:
-			c.CompleteRemote(run.RRef, result, err != nil, msg)
+			c.CompleteRemote(run.RRef, result, fail)
 		case core.RunCall:
-			if rerr := c.Return(run.From, run.CallID, result, refs, kind, msg); rerr != nil {
+			if rerr := c.Return(run.From, run.CallID, result, refs, fail); rerr != nil {
 				// A returned RRef cannot travel: its owner died, or it was
 				// cut off. The caller learns it as ErrLost, not as the
 				// function's own failure.
@@ -539,7 +528,7 @@ func (w *Worker) answer(run core.Run, result []byte, refs []core.HandleID, err e
 				if errors.Is(rerr, core.ErrHandleLost) {
 					kind = rref.ErrorKindLost
 				}
-				c.Return(run.From, run.CallID, nil, nil, kind, fmt.Sprintf("function %s: its result: %v", run.Fn, rerr))
+				c.Return(run.From, run.CallID, nil, nil, core.Failure{Kind: kind, Message: fmt.Sprintf("its result: %v", rerr)})
 			}
 		}
 		// The call's arguments and the handles it returned (now forked to

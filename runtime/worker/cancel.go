@@ -1,0 +1,161 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+// A call's context on the callee ends when its caller's deadline passes
+// (the call carries the time left, core.Run.Timeout), when the caller
+// stops waiting (its context cancelled: a CallCancel, core.Cancel), when
+// the worker closes, and when the function has returned.
+//
+// A cancel can arrive before the function's goroutine runs, so the
+// context of a call is made under the worker's lock as the core hands the
+// run out (trackCalls), in the order the core saw the call and its cancel.
+//
+// The context is the package's own (callCtx), not context.WithCancel and
+// WithTimeout: those cost a dozen allocations a call (a timer, a child
+// registered with the parent), most of which a function that never waits
+// on ctx.Done() does not need. A callCtx is one allocation; its channel,
+// its timer and its link to the parent are made by the first Done.
+
+// callKey names a call a peer made: its worker and its call id.
+type callKey struct {
+	from core.WorkerID
+	id   uint64
+}
+
+// callCtx is the context a called function runs in.
+type callCtx struct {
+	mu       sync.Mutex
+	parent   context.Context // the worker's or its receiver's; set before the function runs
+	deadline time.Time       // the caller's, as the time it had left when it sent the call; zero: none
+	err      error           // why it ended: set once
+	done     chan struct{}   // made by the first Done
+	timer    *time.Timer     // closes done at the deadline, once Done was asked for
+	unlink   func() bool     // stops watching the parent, once Done was asked for
+}
+
+func (c *callCtx) Deadline() (time.Time, bool) {
+	pd, pok := c.parent.Deadline()
+	if c.deadline.IsZero() || pok && pd.Before(c.deadline) {
+		return pd, pok
+	}
+	return c.deadline, true
+}
+
+func (c *callCtx) Value(key any) any { return c.parent.Value(key) }
+
+func (c *callCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.errLocked()
+}
+
+// errLocked is Err, ending the context first if its deadline or its
+// parent has: until Done is asked for, nothing watches them.
+func (c *callCtx) errLocked() error {
+	if c.err == nil {
+		if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+			c.finish(context.DeadlineExceeded)
+		} else if c.parent != nil && c.parent.Err() != nil {
+			c.finish(c.parent.Err())
+		}
+	}
+	return c.err
+}
+
+func (c *callCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done != nil {
+		return c.done
+	}
+	err := c.errLocked()
+	c.done = make(chan struct{})
+	if err != nil {
+		close(c.done)
+		return c.done
+	}
+	if !c.deadline.IsZero() {
+		c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
+	}
+	c.unlink = context.AfterFunc(c.parent, func() { c.end(c.parent.Err()) })
+	return c.done
+}
+
+// end ends the context with err, unless it has ended.
+func (c *callCtx) end(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.finish(err)
+	}
+	c.mu.Unlock()
+}
+
+// finish ends the context; c.mu is held.
+func (c *callCtx) finish(err error) {
+	c.err = err
+	if c.done != nil {
+		close(c.done)
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if c.unlink != nil {
+		c.unlink()
+	}
+}
+
+// trackCalls makes the contexts of the calls the core hands out in rd and
+// ends those whose callers gave up. Called with w.mu held, right after the
+// core's outputs are taken.
+func (w *Worker) trackCalls(rd *core.Ready) {
+	for _, run := range rd.Runs {
+		if run.Kind != core.RunCall {
+			continue
+		}
+		c := &callCtx{}
+		if run.Timeout > 0 {
+			c.deadline = time.Now().Add(run.Timeout)
+		}
+		if run.Cancelled {
+			c.err = context.Canceled
+		}
+		w.calling[callKey{run.From, run.CallID}] = c
+	}
+	for _, cancel := range rd.Cancels {
+		// A peer names only its own calls: the key holds its id.
+		if c := w.calling[callKey{cancel.From, cancel.CallID}]; c != nil {
+			c.end(context.Canceled)
+		}
+	}
+}
+
+// callContext is the context run's function runs in, under parent.
+func (w *Worker) callContext(parent context.Context, run core.Run) context.Context {
+	w.mu.Lock()
+	c := w.calling[callKey{run.From, run.CallID}]
+	w.mu.Unlock()
+	if c == nil { // unreachable: trackCalls saw the run first
+		c = &callCtx{}
+	}
+	c.mu.Lock()
+	c.parent = parent
+	c.mu.Unlock()
+	return c
+}
+
+// endCall forgets a call answered and ends its context. Called with w.mu
+// held.
+func (w *Worker) endCall(run core.Run) {
+	key := callKey{run.From, run.CallID}
+	if c := w.calling[key]; c != nil {
+		c.end(context.Canceled)
+		delete(w.calling, key)
+	}
+}

@@ -1,0 +1,157 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+// Errors, matched with errors.Is. A failure that crossed the wire matches
+// the same sentinel on the caller as it did where it happened: its kind
+// travels with it (core.Failure), as a gRPC status code does.
+var (
+	ErrUnknownWorker   = errors.New("worker: unknown worker")
+	ErrUnknownFunction = errors.New("worker: unknown function")
+	ErrPeerFailed      = errors.New("worker: peer failed")
+	ErrOwnerFailed     = errors.New("worker: owner failed")
+	ErrTimeout         = errors.New("worker: remote timed out")
+	ErrDeleted         = errors.New("worker: RRef already released")
+	ErrLost            = errors.New("worker: RRef lost (its value was freed or never created)")
+	ErrClosed          = errors.New("worker: closed")
+	ErrLeak            = errors.New("worker: references still held at shutdown")
+)
+
+// UserError is a registered function's own error, carried back to its
+// caller (or stored on the value of a Remote and returned by every ToHere).
+// It names the function and the worker it ran on once; it matches, with
+// errors.Is, the caller's Config.Errors entry of its Code.
+type UserError struct {
+	Function string // empty for an RRef this worker did not create: it does not know the function
+	Worker   string // where the function ran
+	Code     string // the Config.Errors entry the error matched there (its Error() text), or empty
+	Message  string // the function's error text
+	err      error  // the caller's entry of Code, if it has one
+}
+
+func (e *UserError) Error() string {
+	fn := "the function"
+	if e.Function != "" {
+		fn = "function " + e.Function
+	}
+	return fmt.Sprintf("worker: %s on %s failed: %s", fn, e.Worker, e.Message)
+}
+
+// Unwrap is the caller's registered error of the same code, if any.
+func (e *UserError) Unwrap() error { return e.err }
+
+// failureOf is how a function's error crosses the wire: the package's
+// sentinels and the context's errors by kind, the rest as user errors with
+// the code of the registered error they match.
+func (w *Worker) failureOf(err error) core.Failure {
+	if err == nil {
+		return core.Failure{}
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, ErrUnknownFunction):
+		return core.Failure{Kind: rref.ErrorKindUnknownFunction} // the caller names it
+	case errors.Is(err, ErrTypeMismatch):
+		return core.Failure{Kind: rref.ErrorKindTypeMismatch, Message: msg}
+	case errors.Is(err, ErrCodec):
+		return core.Failure{Kind: rref.ErrorKindCodec, Message: strings.TrimPrefix(msg, ErrCodec.Error()+": ")}
+	case errors.Is(err, context.DeadlineExceeded):
+		return core.Failure{Kind: rref.ErrorKindTimeout, Message: msg}
+	case errors.Is(err, context.Canceled):
+		return core.Failure{Kind: rref.ErrorKindCancelled, Message: msg}
+	}
+	f := core.Failure{Kind: rref.ErrorKindUser, Message: msg}
+	for _, known := range w.cfg.Errors {
+		if errors.Is(err, known) {
+			f.Code = known.Error()
+			break
+		}
+	}
+	return f
+}
+
+// registered is the caller's Config.Errors entry of code, or nil.
+func (w *Worker) registeredError(code string) error {
+	if code == "" {
+		return nil
+	}
+	for _, known := range w.cfg.Errors {
+		if known.Error() == code {
+			return known
+		}
+	}
+	return nil
+}
+
+// remoteError is a failure that came back from function fn (empty when
+// not known) on worker where, as the package's error: the sentinel of its
+// kind, or a *UserError.
+func (w *Worker) remoteError(kind rref.ErrorKind, code, msg, fn, where string) error {
+	if kind == rref.ErrorKindNone {
+		return nil // before anything is built: the path of every call that succeeds
+	}
+	what := fn + " on " + where
+	if fn == "" {
+		what = "the function on " + where
+	}
+	with := func(sentinel error) error {
+		if msg == "" {
+			return fmt.Errorf("%w: %s", sentinel, what)
+		}
+		return fmt.Errorf("%w: %s: %s", sentinel, what, msg)
+	}
+	switch kind {
+	case rref.ErrorKindUnknownFunction:
+		return fmt.Errorf("%w: %s", ErrUnknownFunction, what)
+	case rref.ErrorKindCodec:
+		return with(ErrCodec)
+	case rref.ErrorKindTimeout:
+		return fmt.Errorf("worker: %s: %w", what, context.DeadlineExceeded)
+	case rref.ErrorKindCancelled:
+		return fmt.Errorf("worker: %s: %w", what, context.Canceled)
+	case rref.ErrorKindOwnerFailed:
+		return fmt.Errorf("%w: %s", ErrPeerFailed, what)
+	case rref.ErrorKindLost:
+		return with(ErrLost)
+	case rref.ErrorKindUser:
+		return &UserError{Function: fn, Worker: where, Code: code, Message: msg, err: w.registeredError(code)}
+	}
+	return fmt.Errorf("worker: %s failed: %s %s", what, kind, msg)
+}
+
+// callError is a call's failure; callerTypes describes the caller's side,
+// for a type mismatch (computed only then).
+func (w *Worker) callError(res core.CallResult, fn string, to core.WorkerID, callerTypes func() string) error {
+	if res.Err == rref.ErrorKindTypeMismatch {
+		return fmt.Errorf("%w: %s; the caller's %s", ErrTypeMismatch, strings.TrimPrefix(res.Message, ErrTypeMismatch.Error()+": "), callerTypes())
+	}
+	return w.remoteError(res.Err, res.Code, res.Message, fn, w.nameOf(to))
+}
+
+// fetchError is a fetch's failure: the stored error of the function that
+// made the value (fn, when this worker knows it), or why there is no value.
+func (w *Worker) fetchError(fr core.FetchResult, fn string, owner core.WorkerID) error {
+	switch fr.Err {
+	case rref.ErrorKindNone:
+		return nil
+	case rref.ErrorKindTimeout:
+		return ErrTimeout
+	case rref.ErrorKindDeleted:
+		return ErrDeleted
+	case rref.ErrorKindOwnerFailed:
+		return ErrOwnerFailed
+	case rref.ErrorKindLost:
+		return ErrLost
+	case rref.ErrorKindTypeMismatch:
+		return fmt.Errorf("%w: %s", ErrTypeMismatch, strings.TrimPrefix(fr.Message, ErrTypeMismatch.Error()+": "))
+	}
+	return w.remoteError(fr.Err, fr.Code, fr.Message, fn, w.nameOf(owner))
+}

@@ -1,0 +1,114 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/runtime/core"
+)
+
+// TestFailuresRoundTrip: what failureOf sends, remoteError turns back into
+// the same sentinel or registered error; a code the receiving worker did
+// not register arrives as a code with nothing to match.
+func TestFailuresRoundTrip(t *testing.T) {
+	errApp := errors.New("app: gone")
+	callee := &Worker{cfg: Config{Errors: []error{errApp}}, name: "B", names: []string{"A", "B"}}
+	caller := &Worker{cfg: Config{Errors: []error{errApp}}, name: "A", names: []string{"A", "B"}}
+	stranger := &Worker{name: "A", names: []string{"A", "B"}}
+	for _, tc := range []struct {
+		err  error
+		kind rref.ErrorKind
+		is   error
+	}{
+		{fmt.Errorf("%w %q on B", ErrUnknownFunction, "f"), rref.ErrorKindUnknownFunction, ErrUnknownFunction},
+		{fmt.Errorf("%w: 3 bytes", ErrCodec), rref.ErrorKindCodec, ErrCodec},
+		{fmt.Errorf("slow: %w", context.DeadlineExceeded), rref.ErrorKindTimeout, context.DeadlineExceeded},
+		{fmt.Errorf("stopped: %w", context.Canceled), rref.ErrorKindCancelled, context.Canceled},
+		{fmt.Errorf("row 7: %w", errApp), rref.ErrorKindUser, errApp},
+	} {
+		f := callee.failureOf(tc.err)
+		if f.Kind != tc.kind {
+			t.Errorf("%v sent as %v, want %v", tc.err, f.Kind, tc.kind)
+		}
+		if back := caller.remoteError(f.Kind, f.Code, f.Message, "f", "B"); !errors.Is(back, tc.is) {
+			t.Errorf("%v came back as %v, which is not %v", tc.err, back, tc.is)
+		}
+	}
+	f := callee.failureOf(fmt.Errorf("row 7: %w", errApp))
+	back := stranger.remoteError(f.Kind, f.Code, f.Message, "f", "B")
+	var ue *UserError
+	if !errors.As(back, &ue) || ue.Code != errApp.Error() || errors.Is(back, errApp) {
+		t.Errorf("to a worker that did not register it: %v (%+v)", back, ue)
+	}
+	if f := callee.failureOf(nil); f != (core.Failure{}) {
+		t.Errorf("success sent as %+v", f)
+	}
+}
+
+// TestCancelsNameOnlyTheirSendersCalls: a cancel from one peer for another
+// peer's call id cancels nothing; one for its own running call ends its
+// context, once; one that arrives before the function runs is kept; a
+// call's deadline and its end are seen with or without Done asked for.
+func TestCancelsNameOnlyTheirSendersCalls(t *testing.T) {
+	w := &Worker{calling: map[callKey]*callCtx{}}
+	run := core.Run{Kind: core.RunCall, From: 2, CallID: 5}
+	w.trackCalls(&core.Ready{Runs: []core.Run{run}})
+	w.trackCalls(&core.Ready{Cancels: []core.Cancel{{From: 3, CallID: 5}}})
+	ctx := w.callContext(context.Background(), run)
+	if ctx.Err() != nil {
+		t.Fatal("another peer's cancel reached the call")
+	}
+	done := ctx.Done()
+	w.trackCalls(&core.Ready{Cancels: []core.Cancel{{From: 2, CallID: 5}, {From: 2, CallID: 5}}})
+	<-done
+	if ctx.Err() != context.Canceled {
+		t.Fatalf("the caller's cancel: %v", ctx.Err())
+	}
+	early := core.Run{Kind: core.RunCall, From: 2, CallID: 6}
+	w.trackCalls(&core.Ready{Runs: []core.Run{early}, Cancels: []core.Cancel{{From: 2, CallID: 6}}})
+	if ctx := w.callContext(context.Background(), early); ctx.Err() != context.Canceled {
+		t.Fatalf("a cancel before the function ran: %v", ctx.Err())
+	}
+	pending := core.Run{Kind: core.RunCall, From: 2, CallID: 7, Cancelled: true}
+	w.trackCalls(&core.Ready{Runs: []core.Run{pending}})
+	if ctx := w.callContext(context.Background(), pending); ctx.Err() != context.Canceled {
+		t.Fatalf("a run the core handed out cancelled: %v", ctx.Err())
+	}
+	timed := core.Run{Kind: core.RunCall, From: 2, CallID: 8, Timeout: time.Millisecond}
+	w.trackCalls(&core.Ready{Runs: []core.Run{timed}})
+	tctx := w.callContext(context.Background(), timed)
+	if _, ok := tctx.Deadline(); !ok {
+		t.Fatal("no deadline")
+	}
+	<-tctx.Done()
+	if tctx.Err() != context.DeadlineExceeded {
+		t.Fatalf("past its deadline: %v", tctx.Err())
+	}
+	lazy := core.Run{Kind: core.RunCall, From: 2, CallID: 9, Timeout: time.Millisecond}
+	w.trackCalls(&core.Ready{Runs: []core.Run{lazy}})
+	lctx := w.callContext(context.Background(), lazy)
+	time.Sleep(5 * time.Millisecond)
+	if lctx.Err() != context.DeadlineExceeded { // no Done asked for: no timer ran
+		t.Fatalf("past its deadline, never waited on: %v", lctx.Err())
+	}
+	parent, cancelParent := context.WithCancel(context.Background())
+	closing := core.Run{Kind: core.RunCall, From: 2, CallID: 10}
+	w.trackCalls(&core.Ready{Runs: []core.Run{closing}})
+	pctx := w.callContext(parent, closing)
+	pdone := pctx.Done()
+	cancelParent()
+	<-pdone
+	for _, r := range []core.Run{run, early, pending, timed, lazy, closing} {
+		w.endCall(r)
+	}
+	if len(w.calling) != 0 {
+		t.Errorf("%d calls still recorded", len(w.calling))
+	}
+	if ctx.Err() == nil {
+		t.Error("an answered call's context has not ended")
+	}
+}
