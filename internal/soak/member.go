@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,39 +191,13 @@ func (m *member) finish() *doneInfo {
 	var le *worker.LeakError
 	switch {
 	case errors.As(err, &le):
-		d.Leak = withoutTombstones(err.Error())
-		d.Records = countRecords(le.State)
+		d.Leak = err.Error()
+		d.Records = len(le.Held)
 		d.Unsettled = d.Records == 0
 	case err != nil:
 		d.Err = err.Error()
 	}
 	return d
-}
-
-// withoutTombstones drops the dump's tombstone line: ids of values already
-// freed (thousands after a round), which are not leaks.
-func withoutTombstones(s string) string {
-	lines := strings.Split(s, "\n")
-	kept := lines[:0]
-	for _, l := range lines {
-		if !strings.HasPrefix(strings.TrimSpace(l), "tombstones ") {
-			kept = append(kept, l)
-		}
-	}
-	return strings.Join(kept, "\n")
-}
-
-// countRecords counts the references in a LeakError's state: one record a
-// line, an owner's forks indented under it (see core.Dump).
-func countRecords(state string) int {
-	n := 0
-	for _, line := range strings.Split(state, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 0 && (f[0] == "owner" || f[0] == "fork" || f[0] == "user" || f[0] == "pin") {
-			n++
-		}
-	}
-	return n
 }
 
 // client is one traffic goroutine of a member.

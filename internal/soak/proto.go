@@ -101,8 +101,8 @@ type failure struct {
 
 // doneInfo is what Shutdown left.
 type doneInfo struct {
-	// Records counts the references a LeakError listed (owners, forks,
-	// users, pins); Unsettled is a LeakError with none listed here (the
+	// Records counts the references a LeakError listed (values owned,
+	// references, lent copies); Unsettled is a LeakError with none listed here (the
 	// group did not settle around this member).
 	Records   int    `json:"records"`
 	Unsettled bool   `json:"unsettled"`

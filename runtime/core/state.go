@@ -3,6 +3,7 @@ package core
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -314,4 +315,60 @@ func fmtDescs(ds []rref.RRefDesc) string {
 		parts = append(parts, fmt.Sprintf("%s/%s<-%s", fmtRRef(d.RRef), fmtFork(d.Fork), fmtFork(d.Parent)))
 	}
 	return " rrefs=[" + strings.Join(parts, " ") + "]"
+}
+
+// HeldKind says what a Held record is.
+type HeldKind uint8
+
+const (
+	HeldValue     HeldKind = iota + 1 // a value this worker owns
+	HeldReference                     // a UserRRef: this worker's reference to a value elsewhere
+	HeldPin                           // a copy of a reference lent to another worker, not yet confirmed
+)
+
+// Held is one reference a core still holds, for reports of what leaked.
+type Held struct {
+	Kind  HeldKind
+	RRef  RRefID
+	Owner WorkerID
+	// HeldValue: the value's bytes (nil before it is created), the
+	// program's own handles to it, and the workers whose forks keep it
+	// alive, sorted and each once.
+	Value   []byte
+	Local   int
+	Holders []WorkerID
+	// HeldReference: the owner has confirmed it.
+	Confirmed bool
+	// HeldPin: the worker the copy went to.
+	To WorkerID
+}
+
+// Held lists what the core still holds: values with their holders, live
+// references, pins. Values freed (tombstones) and references already
+// released or cut off are not held.
+func (c *Core) Held() []Held {
+	var out []Held
+	for _, id := range sortedRRefs(c.owners) {
+		o := c.owners[id]
+		h := Held{Kind: HeldValue, RRef: id, Owner: c.self, Value: o.value, Local: o.local}
+		for _, fid := range sortedForks(o.forks) {
+			if f := o.forks[fid]; f.state == rref.ForkKnown && !slices.Contains(h.Holders, f.holder) {
+				h.Holders = append(h.Holders, f.holder)
+			}
+		}
+		slices.Sort(h.Holders)
+		out = append(out, h)
+	}
+	for _, fid := range sortedForks(c.users) {
+		u := c.users[fid]
+		if u.state.IsFinal() {
+			continue
+		}
+		out = append(out, Held{Kind: HeldReference, RRef: u.rref, Owner: u.owner, Confirmed: u.state == rref.UserConfirmed})
+	}
+	for _, fid := range sortedForks(c.pins) {
+		p := c.pins[fid]
+		out = append(out, Held{Kind: HeldPin, RRef: p.rref, Owner: p.owner, To: p.child})
+	}
+	return out
 }

@@ -312,7 +312,7 @@ func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg
 		return fmt.Errorf("%w: %q on %s", ErrDuplicateFunction, name, w.name)
 	}
 	sig, types := signature[A, R]()
-	w.funcs[name] = registered{sig: sig, types: types, h: func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) ([]byte, []core.HandleID, error) {
+	w.funcs[name] = registered{sig: sig, types: types, result: reflect.TypeFor[R](), h: func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) ([]byte, []core.HandleID, error) {
 		a, err := decodeArg[A](w, args, refs)
 		if err != nil {
 			return nil, nil, err
@@ -600,7 +600,10 @@ func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
 		return nil, err
 	}
 	var h core.HandleID
-	w.apply(func(c *core.Core) { h = c.NewLocal(b) })
+	w.apply(func(c *core.Core) {
+		h = c.NewLocal(b)
+		w.valueTypes[c.Handle(h).RRef] = reflect.TypeFor[T]()
+	})
 	return bindRRef[T](w, h), nil
 }
 

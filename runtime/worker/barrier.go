@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -260,7 +261,11 @@ func (w *Worker) barrierRound(ctx context.Context, round uint64) barrierView {
 // of them; then it closes the worker.
 // If ctx ends first, it closes anyway and returns a *LeakError that lists
 // every RRef and fork this worker still held and what held the group up.
-func (w *Worker) Shutdown(ctx context.Context) error {
+func (w *Worker) Shutdown(ctx context.Context) error { return w.shutdown(ctx, nil) }
+
+// shutdown is Shutdown; before closing, it calls beforeClose (when set)
+// with what it will return, and waits for it.
+func (w *Worker) shutdown(ctx context.Context, beforeClose func()) error {
 	w.leaving.Store(true)
 	tick := time.NewTicker(barrierPeriod(len(w.names)))
 	defer tick.Stop()
@@ -270,6 +275,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		v := w.barrierRound(ctx, round)
 		ok, why := v.settled(w.id, w.names)
 		if ok && haveLast && v.same(last) && v.fresher(last, w.id) {
+			if beforeClose != nil {
+				beforeClose()
+			}
 			return w.Close()
 		}
 		if ok && !(haveLast && v.same(last)) {
@@ -278,14 +286,16 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 			haveLast = false
 		}
 		if ctx.Err() != nil {
-			w.mu.Lock()
-			dump := w.c.Dump()
-			w.mu.Unlock()
+			le := w.leakError()
+			if beforeClose != nil {
+				beforeClose()
+			}
 			w.Close()
 			if why == "" {
 				why = "the group did not confirm it was settled"
 			}
-			return &LeakError{Worker: w.name, State: dump, Waiting: why}
+			le.Waiting = why
+			return le
 		}
 		select {
 		case <-ctx.Done():
@@ -296,34 +306,109 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 
 // ShutdownGroup shuts down workers of this process together (Shutdown is a
 // barrier: one at a time would wait for the next forever) and joins their
-// errors.
+// errors. No worker closes before every one has taken its report: one
+// closing first would show its peers a death, and their reports would miss
+// what it held.
 func ShutdownGroup(ctx context.Context, ws []*Worker) error {
 	errs := make([]error, len(ws))
-	var wg sync.WaitGroup
+	var wg, reported sync.WaitGroup
+	reported.Add(len(ws))
+	arrive := func() {
+		reported.Done()
+		reported.Wait()
+	}
 	for i, w := range ws {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = w.Shutdown(ctx)
+			errs[i] = w.shutdown(ctx, arrive)
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// describe is the LeakError's text.
+// describe is the LeakError's text: what this worker held, one line
+// each; what held the barrier up only when it held nothing.
 func (e *LeakError) describe() string {
 	var b strings.Builder
-	if strings.TrimSpace(e.State) == "" {
-		// Nothing held here: the group did not settle around this worker.
+	if len(e.Held) == 0 {
 		fmt.Fprintf(&b, "worker %s: shutdown barrier not settled: %s", e.Worker, e.Waiting)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "worker %s: references still held at shutdown", e.Worker)
-	if e.Waiting != "" {
-		fmt.Fprintf(&b, " (%s)", e.Waiting)
+	fmt.Fprintf(&b, "worker %s: references still held at shutdown:", e.Worker)
+	for _, h := range e.Held {
+		b.WriteString("\n  ")
+		switch h.Kind {
+		case HeldValue:
+			fmt.Fprintf(&b, "value %s = %s", h.RRef, h.Value)
+			if len(h.Holders) > 0 {
+				fmt.Fprintf(&b, ", kept alive by %s", strings.Join(h.Holders, ", "))
+			}
+		case HeldReference:
+			fmt.Fprintf(&b, "reference to value %s on %s", h.RRef, h.Owner)
+			if !h.Confirmed {
+				b.WriteString(" (not yet confirmed by its owner)")
+			}
+		case HeldLent:
+			fmt.Fprintf(&b, "reference to value %s on %s lent to %s, until %s confirms the copy", h.RRef, h.Owner, h.To, h.Owner)
+		}
 	}
-	b.WriteString(":\n")
-	b.WriteString(e.State)
 	return b.String()
+}
+
+// leakError describes what this worker holds now.
+func (w *Worker) leakError() *LeakError {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	le := &LeakError{Worker: w.name, State: w.c.Dump()}
+	for _, h := range w.c.Held() {
+		ref := HeldRef{RRef: w.shortID(h.RRef), Owner: w.nameOf(h.Owner), Confirmed: h.Confirmed, To: w.nameOf(h.To)}
+		switch h.Kind {
+		case core.HeldValue:
+			ref.Kind = HeldValue
+			ref.Value = w.describeValue(h.RRef, h.Value)
+			if h.Local > 0 {
+				ref.Holders = append(ref.Holders, w.name+"'s program")
+			}
+			for _, holder := range h.Holders {
+				ref.Holders = append(ref.Holders, w.nameOf(holder))
+			}
+		case core.HeldReference:
+			ref.Kind = HeldReference
+		case core.HeldPin:
+			ref.Kind = HeldLent
+		}
+		le.Held = append(le.Held, ref)
+	}
+	return le
+}
+
+// shortIDDigits is how many hex digits of a value's 64-bit number name it
+// in reports: enough to tell a group's live values apart at a glance.
+const shortIDDigits = 6
+
+// shortID names a value by its creator and the first digits of its number.
+func (w *Worker) shortID(id core.RRefID) string {
+	return fmt.Sprintf("%s:%0*x", w.nameOf(id.Worker), shortIDDigits, id.Local>>(64-4*shortIDDigits))
+}
+
+// describeValue is a value as a report shows it: decoded with its type
+// when this worker knows it, else its size. w.mu is held.
+func (w *Worker) describeValue(id core.RRefID, b []byte) string {
+	const maxShown = 60 // a report line, not the value's dump
+	if b == nil {
+		return "(not yet created)"
+	}
+	if t := w.valueTypes[id]; t != nil {
+		v := reflect.New(t)
+		if w.cfg.Codec.Unmarshal(b, v.Interface()) == nil {
+			s := fmt.Sprintf("%#v", v.Elem().Interface())
+			if len(s) > maxShown {
+				s = s[:maxShown] + "..."
+			}
+			return s
+		}
+	}
+	return fmt.Sprintf("(%d bytes)", len(b))
 }

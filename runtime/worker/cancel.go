@@ -112,8 +112,8 @@ func (c *callCtx) finish(err error) {
 }
 
 // trackCalls makes the contexts of the calls the core hands out in rd and
-// ends those whose callers gave up. Called with w.mu held, right after the
-// core's outputs are taken.
+// ends those whose callers gave up (and forgets the types of values freed).
+// Called with w.mu held, right after the core's outputs are taken.
 func (w *Worker) trackCalls(rd *core.Ready) {
 	for _, run := range rd.Runs {
 		if run.Kind != core.RunCall {
@@ -127,6 +127,9 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 			c.err = context.Canceled
 		}
 		w.calling[callKey{run.From, run.CallID}] = c
+	}
+	for _, f := range rd.Freed {
+		delete(w.valueTypes, f.RRef)
 	}
 	for _, cancel := range rd.Cancels {
 		// A peer names only its own calls: the key holds its id.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -99,9 +100,10 @@ type handler func(ctx context.Context, w *Worker, args []byte, refs []core.Handl
 // registered is a function as Register recorded it: its handler and the
 // fingerprint and description of its types (signature).
 type registered struct {
-	h     handler
-	sig   uint64
-	types string
+	h      handler
+	sig    uint64
+	types  string
+	result reflect.Type // of the values a Remote of it makes, for LeakError
 }
 
 // Worker is one member of a group.
@@ -127,7 +129,11 @@ type Worker struct {
 	fetches waiting[core.FetchResult]
 	kept    map[core.HandleID]bool // argument RRefs a function kept
 	calling map[callKey]*callCtx   // calls from peers being run (cancel.go)
-	dead    map[core.WorkerID]bool
+	// valueTypes are the types of the values this worker owns, when known
+	// (NewRRef, a Remote of a registered function), so that a LeakError
+	// can show them decoded.
+	valueTypes map[core.RRefID]reflect.Type
+	dead       map[core.WorkerID]bool
 	// mourned holds the dead peers whose failure the core has been told
 	// of, and whose consequences (failed fetches, released forks) are
 	// queued: SettleGroup waits for it.
@@ -174,8 +180,8 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
-		calling: map[callKey]*callCtx{},
-		dead:    map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
+		calling: map[callKey]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
+		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	for i := range names {
 		if core.WorkerID(i+1) != id {
@@ -506,6 +512,11 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, name)
 		}
 	}
+	if run.Kind == core.RunRemote && err == nil {
+		w.mu.Lock()
+		w.valueTypes[run.RRef] = f.result
+		w.mu.Unlock()
+	}
 	w.answer(run, result, refs, err)
 }
 
@@ -636,11 +647,43 @@ func sum(v []uint64) (n uint64) {
 	return n
 }
 
-// LeakError lists what was still held when a graceful shutdown gave up.
+// LeakError lists what a worker still held when a graceful shutdown gave
+// up, by value and worker name, each value decoded when its owner knows
+// its type. ShutdownGroup joins one for each worker that held something.
 type LeakError struct {
-	Worker  string
-	State   string // one record a line: owners with their forks, users, pins
-	Waiting string // what held the group up, when the barrier did not settle
+	Worker string
+	Held   []HeldRef
+	// Waiting is what held the group's barrier up, when this worker held
+	// nothing itself (otherwise what it held is the answer).
+	Waiting string
+	// State is the protocol core's own record of everything it holds, one
+	// record a line (core.Dump), for debugging the protocol itself.
+	State string
+}
+
+// HeldKind says what a HeldRef is.
+type HeldKind uint8
+
+const (
+	HeldValue     HeldKind = iota + 1 // a value this worker owns, kept alive by references to it
+	HeldReference                     // this worker's reference to a value on another worker
+	HeldLent                          // a copy of a reference lent to another worker, kept until the owner confirms it
+)
+
+// HeldRef is one reference a worker still held at shutdown.
+type HeldRef struct {
+	Kind  HeldKind
+	RRef  string // the value's id, short: its creator's name and the first digits of its number
+	Owner string // the worker the value lives on
+	// HeldValue: the value (decoded when its type is known here, else its
+	// size), and who keeps it alive: the workers whose references are
+	// known to the owner, this one included for its program's handles.
+	Value   string
+	Holders []string
+	// HeldReference: whether the owner has confirmed it.
+	Confirmed bool
+	// HeldLent: the worker the copy went to.
+	To string
 }
 
 func (e *LeakError) Error() string        { return e.describe() }
