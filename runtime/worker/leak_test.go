@@ -40,7 +40,8 @@ func TestLeakErrorIsReadable(t *testing.T) {
 	if _, err := worker.Call[int](ctx, a, "D", "hold", greeting); err != nil {
 		t.Fatal(err)
 	}
-	d.Close() // D dies holding a reference: B reclaims it, and does not report it
+	// D dies holding a reference: B reclaims it, and does not report it.
+	d.Close()
 	waitUntil(t, func() bool { return ws[1].DebugInfo().Forks == 1 }) // A's alone
 
 	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
