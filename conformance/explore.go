@@ -33,14 +33,14 @@ type Options struct {
 	Workers   int           // exhaustive: goroutines searching (0: one; negative: one per CPU)
 	Factory   CoreFactory   // nil: the production core
 	// Unreduced explores every order of the steps the reductions treat as
-	// commuting (see World.eager); the differential tests compare verdicts
+	// commuting (see world.eager); the differential tests compare verdicts
 	// with and without them.
 	Unreduced bool
 	// Progress, when set, is told of a long exhaustive search: the states
 	// seen and the time spent, about every ProgressEvery.
 	Progress func(states int, elapsed time.Duration)
 	// checkClones runs explore's clone check over encodings computed
-	// afresh, cached ones ignored (World.fresh): the tests' proof that the
+	// afresh, cached ones ignored (world.fresh): the tests' proof that the
 	// copy-on-write of cores, program and monitor shares nothing a step writes.
 	checkClones bool
 }
@@ -62,7 +62,7 @@ type Result struct {
 
 // Explore runs one scenario under opt.
 func Explore(sc *Scenario, opt Options) Result {
-	start := func() *World {
+	start := func() *world {
 		w := newWorld(sc, opt.Factory, opt.Unreduced)
 		w.fresh = opt.checkClones
 		return w
@@ -72,7 +72,7 @@ func Explore(sc *Scenario, opt Options) Result {
 
 // Replay runs one schedule (choice positions) and reports its trace.
 func Replay(sc *Scenario, schedule []int, factory CoreFactory) Result {
-	start := func() *World { return newWorld(sc, factory, false) }
+	start := func() *world { return newWorld(sc, factory, false) }
 	return Result{Scenario: sc.Name, Result: explore.Replay(start, schedule)}
 }
 

@@ -158,19 +158,19 @@ func TestMonitorsBindToSpecInvariants(t *testing.T) {
 // in which values are exempt, encode differently (they once merged, which
 // made the search skip states it had never seen).
 func TestStateEncodingIsUnambiguous(t *testing.T) {
-	world := func(name string, id core.HandleID, value string, err rref.ErrorKind, exempt RRefID) *World {
-		w := &World{p: newRunState(), mon: newMonitor(), scratch: new([]byte)}
+	makeWorld := func(name string, id core.HandleID, value string, err rref.ErrorKind, exempt RRefID) *world {
+		w := &world{p: newRunState(), mon: newMonitor(), scratch: new([]byte)}
 		k := handleKey{1, name}
 		w.p.handles.set(k, &progHandle{id: id})
 		w.p.fetches.set(k, &fetchState{done: true, value: []byte(value), err: err})
 		w.mon.exemptRRef.set(exempt, true)
 		return w
 	}
-	base := world("c", 12, "1", 23, RRefID{Worker: 1, Local: 1})
-	for what, other := range map[string]*World{
-		"name and handle":  world("c1", 2, "1", 23, RRefID{Worker: 1, Local: 1}),
-		"value and error":  world("c", 12, "12", 3, RRefID{Worker: 1, Local: 1}),
-		"exempt value set": world("c", 12, "1", 23, RRefID{Worker: 1, Local: 2}),
+	base := makeWorld("c", 12, "1", 23, RRefID{Worker: 1, Local: 1})
+	for what, other := range map[string]*world{
+		"name and handle":  makeWorld("c1", 2, "1", 23, RRefID{Worker: 1, Local: 1}),
+		"value and error":  makeWorld("c", 12, "12", 3, RRefID{Worker: 1, Local: 1}),
+		"exempt value set": makeWorld("c", 12, "1", 23, RRefID{Worker: 1, Local: 2}),
 	} {
 		if string(base.AppendState(nil)) == string(other.AppendState(nil)) {
 			t.Errorf("%s: two states encode alike: %q", what, base.AppendState(nil))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rrefkit/rref/internal/hooks"
 	"io"
 	"log/slog"
 	"math/rand"
@@ -349,7 +350,7 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 		return time.Duration(rng.Intn(300)) * time.Microsecond
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ws, err := startWorkers(sc.Workers, transport, worker.Config{Logger: quiet, Jitter: jitter, CallTimeout: 10 * time.Second})
+	ws, err := startWorkers(sc.Workers, transport, withJitter(worker.Config{Logger: quiet, CallTimeout: 10 * time.Second}, jitter))
 	if err != nil {
 		return &Violation{Invariant: "runtime", Detail: err.Error()}
 	}
@@ -424,4 +425,10 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 		}
 	}
 	return nil
+}
+
+// withJitter is cfg holding each protocol message back by jitter.
+func withJitter(cfg worker.Config, jitter func() time.Duration) worker.Config {
+	hooks.WorkerJitter(&cfg, jitter)
+	return cfg
 }

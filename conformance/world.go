@@ -139,7 +139,7 @@ func (p *runState) clone() *runState {
 }
 
 // pw is the program's state, to change: copied first if a clone shares it.
-func (w *World) pw() *runState {
+func (w *world) pw() *runState {
 	if !w.pOwned {
 		w.p, w.pOwned = w.p.clone(), true
 	}
@@ -148,7 +148,7 @@ func (w *World) pw() *runState {
 }
 
 // mw is the monitor, to change: copied first if a clone shares it.
-func (w *World) mw() *monitor {
+func (w *world) mw() *monitor {
 	if !w.monOwned {
 		w.mon, w.monOwned = w.mon.clone(), true
 	}
@@ -169,9 +169,9 @@ func SeededCore(self WorkerID) *core.Core {
 	return core.New(self, core.WithIDSeed(seed))
 }
 
-// World is one state of a scenario's run: every worker's core, the network,
+// world is one state of a scenario's run: every worker's core, the network,
 // the program's progress and the monitors.
-type World struct {
+type world struct {
 	sc    *Scenario
 	ids   map[string]WorkerID
 	cores []*core.Core // index id-1; shared with clones until written (see core)
@@ -209,14 +209,11 @@ type World struct {
 	scratch *[]byte
 }
 
-// NewWorld starts a scenario's run, with the reductions on.
-func NewWorld(sc *Scenario, factory CoreFactory) *World { return newWorld(sc, factory, false) }
-
-func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
+func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
 	if factory == nil {
 		factory = SeededCore
 	}
-	w := &World{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, p: newRunState(), pOwned: true,
+	w := &world{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, p: newRunState(), pOwned: true,
 		mon: newMonitor(), monOwned: true, unreduced: unreduced, scratch: new([]byte)}
 	for i, name := range sc.Workers {
 		id := WorkerID(i + 1)
@@ -230,7 +227,7 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *World {
 }
 
 // Clone returns an independent copy.
-func (w *World) Clone() *World {
+func (w *world) Clone() *world {
 	n := *w
 	// Copy on write: a step changes one core or two, so the clone shares
 	// them all and copies each only when it first changes it (core). The
@@ -248,10 +245,10 @@ func (w *World) Clone() *World {
 	return &n
 }
 
-func (w *World) name(id WorkerID) string { return w.sc.Workers[id-1] }
+func (w *world) name(id WorkerID) string { return w.sc.Workers[id-1] }
 
 // core is worker id's core, to change: copied first if a clone shares it.
-func (w *World) core(id WorkerID) *core.Core {
+func (w *world) core(id WorkerID) *core.Core {
 	if !w.owned[id-1] {
 		w.cores[id-1] = w.cores[id-1].Clone()
 		w.owned[id-1] = true
@@ -261,23 +258,23 @@ func (w *World) core(id WorkerID) *core.Core {
 }
 
 // peek is worker id's core, only to read.
-func (w *World) peek(id WorkerID) *core.Core { return w.cores[id-1] }
+func (w *world) peek(id WorkerID) *core.Core { return w.cores[id-1] }
 
-func (w *World) fail(inv string, line int, format string, args ...any) {
+func (w *world) fail(inv string, line int, format string, args ...any) {
 	if w.violation == nil {
 		w.violation = &Violation{Invariant: inv, Line: line, Detail: fmt.Sprintf(format, args...)}
 	}
 }
 
 // Violation returns the first violation found, if any.
-func (w *World) Violation() *Violation { return w.violation }
+func (w *world) Violation() *Violation { return w.violation }
 
 // Finished reports whether every command ran and nothing is in flight.
-func (w *World) Finished() bool { return w.prog.Done() && len(w.inflight) == 0 }
+func (w *world) Finished() bool { return w.prog.Done() && len(w.inflight) == 0 }
 
 // Choices lists what may happen next: -1 runs the next command, i >= 0
 // delivers in-flight message i. Identical messages are offered once.
-func (w *World) Choices() []int {
+func (w *world) Choices() []int {
 	var out []int
 	if w.prog.Ready(w) {
 		out = append(out, -1)
@@ -293,7 +290,7 @@ func (w *World) Choices() []int {
 }
 
 // Describe says what choice c does, for traces.
-func (w *World) Describe(c int) string {
+func (w *world) Describe(c int) string {
 	if c < 0 {
 		cmd := w.prog.Next()
 		return fmt.Sprintf("line %d: %s", cmd.Line, cmd.Text)
@@ -307,7 +304,7 @@ func (w *World) Describe(c int) string {
 
 // ChoiceKey names the event behind choice c alike in every state: the
 // next command, or a message by its sender, receiver and bytes.
-func (w *World) ChoiceKey(c int) string {
+func (w *world) ChoiceKey(c int) string {
 	if c < 0 {
 		return "cmd"
 	}
@@ -315,7 +312,7 @@ func (w *World) ChoiceKey(c int) string {
 }
 
 // Step applies choice c.
-func (w *World) Step(c int) {
+func (w *world) Step(c int) {
 	if c < 0 {
 		if v := w.prog.Step(w); v != nil && w.violation == nil {
 			w.violation = v
@@ -341,7 +338,7 @@ func (w *World) Step(c int) {
 
 func valueBytes(v int64) []byte { return []byte(strconv.FormatInt(v, 10)) }
 
-func (w *World) bind(k handleKey, h core.HandleID) {
+func (w *world) bind(k handleKey, h core.HandleID) {
 	st := w.peek(k.w).Handle(h)
 	ph := &progHandle{id: h, rref: st.RRef, fork: st.Fork, onOwner: st.IsOwner}
 	if st.IsOwner {
@@ -350,11 +347,11 @@ func (w *World) bind(k handleKey, h core.HandleID) {
 	w.pw().handles.set(k, ph)
 }
 
-// The commands' effects: World is a scenario.Target.
+// The commands' effects: world is a scenario.Target.
 
-func (w *World) key(wn, x string) handleKey { return handleKey{w.ids[wn], x} }
+func (w *world) key(wn, x string) handleKey { return handleKey{w.ids[wn], x} }
 
-func (w *World) New(wn, x string, v int64) error {
+func (w *world) New(wn, x string, v int64) error {
 	wid := w.ids[wn]
 	h := w.core(wid).NewLocal(valueBytes(v))
 	w.bind(handleKey{wid, x}, h)
@@ -363,7 +360,7 @@ func (w *World) New(wn, x string, v int64) error {
 	return nil
 }
 
-func (w *World) Remote(wn, owner, x string, v int64, fail bool) error {
+func (w *world) Remote(wn, owner, x string, v int64, fail bool) error {
 	wid := w.ids[wn]
 	fn := "identity"
 	if fail {
@@ -387,7 +384,7 @@ func (w *World) Remote(wn, owner, x string, v int64, fail bool) error {
 	return nil
 }
 
-func (w *World) Pass(wn, to, x, y string) error {
+func (w *world) Pass(wn, to, x, y string) error {
 	wid := w.ids[wn]
 	h := w.p.handles.m[handleKey{wid, x}]
 	if _, err := w.core(wid).Call(w.ids[to], "__pass", []byte(y), []core.HandleID{h.id}); err != nil {
@@ -397,7 +394,7 @@ func (w *World) Pass(wn, to, x, y string) error {
 	return nil
 }
 
-func (w *World) Return(wn, caller, x, y string) error {
+func (w *world) Return(wn, caller, x, y string) error {
 	cid := w.ids[caller]
 	id, err := w.core(cid).Call(w.ids[wn], "__return", []byte(x), nil)
 	if err != nil {
@@ -409,7 +406,7 @@ func (w *World) Return(wn, caller, x, y string) error {
 	return nil
 }
 
-func (w *World) Fetch(wn, x string) error {
+func (w *world) Fetch(wn, x string) error {
 	wid := w.ids[wn]
 	k := handleKey{wid, x}
 	h := w.p.handles.m[k]
@@ -431,7 +428,7 @@ func (w *World) Fetch(wn, x string) error {
 	return nil
 }
 
-func (w *World) Release(wn, x string) error {
+func (w *world) Release(wn, x string) error {
 	wid := w.ids[wn]
 	h := w.p.handles.m[handleKey{wid, x}]
 	if !h.released {
@@ -446,7 +443,7 @@ func (w *World) Release(wn, x string) error {
 	return nil
 }
 
-func (w *World) Timeout(wn, x string) error {
+func (w *world) Timeout(wn, x string) error {
 	wid := w.ids[wn]
 	timed := *w.p.handles.m[handleKey{wid, x}] // a new record: clones share the old one
 	timed.timedOut = true
@@ -459,35 +456,35 @@ func (w *World) Timeout(wn, x string) error {
 	return nil
 }
 
-func (w *World) Crash(wn string) error {
+func (w *world) Crash(wn string) error {
 	w.crash(w.ids[wn])
 	return nil
 }
 
-func (w *World) Duplicate(from, to, kind string) error {
+func (w *world) Duplicate(from, to, kind string) error {
 	w.pw().dups = append(slices.Clip(w.p.dups), dupRule{from: w.ids[from], to: w.ids[to], kind: kind})
 	return nil
 }
 
 // Settle does nothing: the program waits until nothing is in flight.
-func (w *World) Settle() error { return nil }
+func (w *world) Settle() error { return nil }
 
 // What the program waits on and checks.
 
-func (w *World) Alive(wn string) bool { return !w.dead[w.ids[wn]-1] }
+func (w *world) Alive(wn string) bool { return !w.dead[w.ids[wn]-1] }
 
-func (w *World) Holds(wn, x string) bool { return w.p.handles.m[w.key(wn, x)] != nil }
+func (w *world) Holds(wn, x string) bool { return w.p.handles.m[w.key(wn, x)] != nil }
 
-func (w *World) Quiet() bool { return len(w.inflight) == 0 }
+func (w *world) Quiet() bool { return len(w.inflight) == 0 }
 
-func (w *World) Busy() string {
+func (w *world) Busy() string {
 	if w.returning {
 		return "its callee has not answered"
 	}
 	return ""
 }
 
-func (w *World) Fetched(wn, x string) scenario.Fetched {
+func (w *world) Fetched(wn, x string) scenario.Fetched {
 	f := w.p.fetches.m[w.key(wn, x)]
 	if f == nil {
 		return scenario.Fetched{}
@@ -503,12 +500,12 @@ func (w *World) Fetched(wn, x string) scenario.Fetched {
 	return out
 }
 
-func (w *World) Counters(wn string) (scenario.Counters, error) {
+func (w *world) Counters(wn string) (scenario.Counters, error) {
 	n := w.peek(w.ids[wn]).Counters()
 	return scenario.Counters{Owners: n.Owners, Forks: n.Forks, PendingUsers: n.PendingUsers, PendingChildren: n.PendingChildren}, nil
 }
 
-func (w *World) Unclean() string {
+func (w *world) Unclean() string {
 	for i, cr := range w.cores {
 		if w.dead[i] {
 			continue
@@ -521,7 +518,7 @@ func (w *World) Unclean() string {
 	return ""
 }
 
-func (w *World) crash(x WorkerID) {
+func (w *world) crash(x WorkerID) {
 	if w.dead[x-1] {
 		return
 	}
@@ -554,7 +551,7 @@ func (w *World) crash(x WorkerID) {
 	}
 }
 
-func (w *World) push(m inFlight) {
+func (w *world) push(m inFlight) {
 	// The key names the message for de-duplicating choices and for the
 	// state key: sender, receiver, then the frame (or "notice").
 	key := make([]byte, 0, 64)
@@ -592,7 +589,7 @@ func kindName(k rref.ErrorKind) string {
 
 // drain takes a core's outputs, plays the program's part (running functions,
 // binding handles, recording fetches) and feeds the monitors, until quiet.
-func (w *World) drain(id WorkerID) {
+func (w *world) drain(id WorkerID) {
 	cr := w.core(id)
 	for cr.HasReady() {
 		r := cr.TakeReady()
@@ -636,10 +633,10 @@ func (w *World) drain(id WorkerID) {
 }
 
 // takeEager reports whether the CallRet of call id, from worker from to
-// caller, is one to deliver at once (see World.eager), and forgets it. A
+// caller, is one to deliver at once (see world.eager), and forgets it. A
 // scenario that duplicates CallRets from that worker explores it as any
 // message instead.
-func (w *World) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
+func (w *world) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 	k := [2]uint64{uint64(caller), id}
 	if !w.eager[k] {
 		return false
@@ -653,7 +650,7 @@ func (w *World) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 	return true
 }
 
-func (w *World) bindTravelled(k handleKey, h core.HandleID) {
+func (w *world) bindTravelled(k handleKey, h core.HandleID) {
 	w.bind(k, h)
 	st := w.peek(k.w).Handle(h)
 	for f, t := range w.p.travel.m {
@@ -663,7 +660,7 @@ func (w *World) bindTravelled(k handleKey, h core.HandleID) {
 	}
 }
 
-func (w *World) run(id WorkerID, run core.Run) {
+func (w *world) run(id WorkerID, run core.Run) {
 	cr := w.core(id)
 	switch {
 	case run.Kind == core.RunRemote:
@@ -698,7 +695,7 @@ func (w *World) run(id WorkerID, run core.Run) {
 	}
 }
 
-func (w *World) fetched(id WorkerID, fr core.FetchResult) {
+func (w *world) fetched(id WorkerID, fr core.FetchResult) {
 	if _, ok := w.p.fetchIDs.m[[2]uint64{uint64(id), fr.FetchID}]; !ok {
 		return
 	}
@@ -752,14 +749,14 @@ func (w *World) fetched(id WorkerID, fr core.FetchResult) {
 	}
 }
 
-func (w *World) ownerDead(h *progHandle) bool {
+func (w *world) ownerDead(h *progHandle) bool {
 	o := w.ownerOf(h.rref)
 	return o != 0 && w.dead[o-1]
 }
 
 // ownerOf is the owner of id as the monitor saw it (the callee of the remote
 // that created it, or its creator for a local value).
-func (w *World) ownerOf(id RRefID) WorkerID {
+func (w *world) ownerOf(id RRefID) WorkerID {
 	if o, ok := w.mon.owners.m[id]; ok {
 		return o
 	}
@@ -767,7 +764,7 @@ func (w *World) ownerOf(id RRefID) WorkerID {
 }
 
 // observe feeds the monitors with a message a worker emits.
-func (w *World) observe(from WorkerID, e core.Envelope) {
+func (w *world) observe(from WorkerID, e core.Envelope) {
 	descs := func(ds []rref.RRefDesc, to WorkerID, bindName string) {
 		for _, d := range ds {
 			mon := w.mw()
@@ -832,7 +829,7 @@ func (w *World) observe(from WorkerID, e core.Envelope) {
 }
 
 // checkDelete is S2 and the emission half of S3.
-func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
+func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 	mon := w.mon
 	for _, child := range mon.children.m[m.Fork] {
 		if mon.answered.m[child] {
@@ -862,7 +859,7 @@ func (w *World) checkDelete(from WorkerID, m *rref.UserDelete) {
 }
 
 // childDead reports whether the worker holding child fork f is dead.
-func (w *World) childDead(f ForkID) bool {
+func (w *world) childDead(f ForkID) bool {
 	for k, h := range w.p.handles.m {
 		if h.fork == f {
 			return w.dead[k.w-1]
@@ -872,7 +869,7 @@ func (w *World) childDead(f ForkID) bool {
 }
 
 // checkFreed is S1: nothing is freed while a handle to it lives.
-func (w *World) checkFreed(owner WorkerID, id RRefID) {
+func (w *world) checkFreed(owner WorkerID, id RRefID) {
 	mon := w.mon
 	if mon.exemptRRef.m[id] {
 		return
@@ -902,7 +899,7 @@ func (w *World) checkFreed(owner WorkerID, id RRefID) {
 
 // CheckEnd runs the checks due when the run is over: L1 (nothing waits
 // forever), S3 (every released handle sent its delete) and L2 (no leak).
-func (w *World) CheckEnd() {
+func (w *world) CheckEnd() {
 	if w.violation != nil {
 		return
 	}
@@ -954,7 +951,7 @@ func (w *World) CheckEnd() {
 // program's state and the monitor. Each digest is computed when its part
 // changes, not for every state, and the messages' sum does not depend on
 // their order (see digest).
-func (w *World) AppendState(b []byte) []byte {
+func (w *world) AppendState(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(w.prog.PC()))
 	b = strconv.AppendBool(b, w.returning)
 	for i, c := range w.cores {

@@ -12,7 +12,7 @@ import (
 // SHMDir is where tools that map shared files of their own (the
 // benchmarks' floors) create them. The shm provider itself creates no
 // file: its segments are memfds handed over a socket.
-var SHMDir = "/dev/shm"
+const SHMDir = "/dev/shm"
 
 // A shared-memory connection is handed over, not found. The listener
 // listens on a Unix socket in the abstract namespace (shmSocket), which has

@@ -212,7 +212,7 @@ func (r *RRef[T]) LocalValue(ctx context.Context) (T, error) {
 // encodeArg encodes a value, or finds the RRef it is.
 func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
 	t := reflect.TypeFor[A]()
-	if w.cfg.Codec == Fast {
+	if w.fastCodec() {
 		// Laid out from where a is, without boxing it (an allocation).
 		if b, ok := encodeDirect(t, unsafe.Pointer(&a)); ok {
 			return b, nil, nil
@@ -243,7 +243,7 @@ func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
 // decodeArg decodes a value, or binds the RRef it carries.
 func decodeArg[A any](w *Worker, b []byte, hs []core.HandleID) (A, error) {
 	t := reflect.TypeFor[A]()
-	if w.cfg.Codec == Fast {
+	if w.fastCodec() {
 		// Laid out where a is, without handing the codec a pointer to it
 		// (which would move a to the heap).
 		var a A
@@ -257,7 +257,7 @@ func decodeArg[A any](w *Worker, b []byte, hs []core.HandleID) (A, error) {
 // decodeValue decodes a value that holds no RRef (one an RRef refers to).
 func decodeValue[T any](w *Worker, b []byte) (T, error) {
 	var v T
-	if w.cfg.Codec == Fast {
+	if w.fastCodec() {
 		if ok, err := decodeDirect(b, reflect.TypeFor[T](), unsafe.Pointer(&v)); ok {
 			return v, err
 		}

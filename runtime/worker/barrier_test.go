@@ -10,10 +10,10 @@ import (
 )
 
 // A worker idle on its own must not close while a call to it is in flight:
-// here every protocol message is held back 30 ms (Jitter), so B is idle
+// here every protocol message is held back 30 ms (jitter), so B is idle
 // when both start shutting down, and A's call only reaches it later.
 func TestShutdownWaitsForMessagesInFlight(t *testing.T) {
-	ws, err := NewGroup([]string{"A", "B"}, Config{Logger: quiet, Jitter: func() time.Duration { return 30 * time.Millisecond }})
+	ws, err := NewGroup([]string{"A", "B"}, Config{Logger: quiet, jitter: func() time.Duration { return 30 * time.Millisecond }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,14 @@ type fastCodec struct{}
 // Fast is the default codec.
 var Fast Codec = fastCodec{}
 
+// fastCodec reports whether w encodes with Fast, whose layouts the calls
+// read and write in place. By type, not by comparing with the variable
+// Fast, which a program may reassign (to wrap it, say).
+func (w *Worker) fastCodec() bool {
+	_, ok := w.cfg.Codec.(fastCodec)
+	return ok
+}
+
 // JSON encodes with encoding/json.
 var JSON Codec = jsonCodec{}
 

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -180,4 +181,51 @@ func FuzzFastDecode(f *testing.F) {
 		fuzzType[[]float64](t, w, data)
 		fuzzType[[]sample](t, w, data)
 	})
+}
+
+// uncomparableCodec is JSON behind a type == cannot compare (a slice).
+type uncomparableCodec []string
+
+func (uncomparableCodec) Marshal(v any) ([]byte, error)      { return JSON.Marshal(v) }
+func (uncomparableCodec) Unmarshal(data []byte, v any) error { return JSON.Unmarshal(data, v) }
+
+// TestUncomparableCodec: a codec of an uncomparable type works, and
+// reassigning the variable Fast changes nothing for workers made before.
+func TestUncomparableCodec(t *testing.T) {
+	saved := Fast
+	Fast = uncomparableCodec{"wrapped"}
+	defer func() { Fast = saved }()
+	fast, err := NewGroup([]string{"A", "B"}, Config{Logger: quiet, Codec: saved,
+		Setup: func(w *Worker) {
+			Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ShutdownGroup(context.Background(), fast)
+	if !fast[0].fastCodec() {
+		t.Fatal("a worker with the Fast codec does not know it once the variable is reassigned")
+	}
+	if sum, err := Call[int](context.Background(), fast[0], "B", "add", [2]int{2, 3}); err != nil || sum != 5 {
+		t.Fatalf("call with Fast reassigned: %v %v", sum, err)
+	}
+	ws, err := NewGroup([]string{"A", "B"}, Config{Logger: quiet, Codec: uncomparableCodec{"x"},
+		Setup: func(w *Worker) {
+			Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ShutdownGroup(context.Background(), ws)
+	if sum, err := Call[int](context.Background(), ws[0], "B", "add", [2]int{2, 3}); err != nil || sum != 5 {
+		t.Fatalf("call: %v %v", sum, err)
+	}
+	r, err := NewRRef(ws[0], "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.ToHere(context.Background()); err != nil || v != "v" {
+		t.Fatalf("value: %q %v", v, err)
+	}
+	r.Release()
 }

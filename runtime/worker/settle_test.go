@@ -13,7 +13,7 @@ import (
 // (nothing running, nothing queued) would call the group quiet at once.
 // The handles stay held: settling is not shutting down.
 func TestSettleWaitsForFramesInFlight(t *testing.T) {
-	ws, err := NewGroup([]string{"A", "B", "C"}, Config{Logger: quiet, Jitter: func() time.Duration { return 20 * time.Millisecond }})
+	ws, err := NewGroup([]string{"A", "B", "C"}, Config{Logger: quiet, jitter: func() time.Duration { return 20 * time.Millisecond }})
 	if err != nil {
 		t.Fatal(err)
 	}

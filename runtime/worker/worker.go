@@ -24,8 +24,13 @@ import (
 
 	"github.com/rrefkit/rref/fifo"
 	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/internal/hooks"
 	"github.com/rrefkit/rref/runtime/core"
 )
+
+func init() {
+	hooks.WorkerJitter = func(cfg any, jitter func() time.Duration) { cfg.(*Config).jitter = jitter }
+}
 
 // Config configures a worker.
 type Config struct {
@@ -69,10 +74,10 @@ type Config struct {
 	// Setup, when set, runs on each new worker before any peer is connected:
 	// register functions here, so no call can arrive before its function.
 	Setup func(w *Worker)
-	// Jitter, for testing only, delays each protocol message by the duration
-	// it returns before sending it, so messages overtake one another (the
-	// protocol assumes no delivery order; this makes tests exercise that).
-	Jitter func() time.Duration
+	// jitter delays each protocol message by the duration it returns
+	// before sending it, so messages overtake one another (the protocol
+	// assumes no delivery order). For tests: set through hooks.WorkerJitter.
+	jitter func() time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -159,7 +164,7 @@ type Worker struct {
 	multiProc atomic.Bool
 
 	running   atomic.Int64 // user functions running; Shutdown waits for them
-	jittering atomic.Int64 // messages held back by Config.Jitter
+	jittering atomic.Int64 // messages held back by Config.jitter
 	counts    counters
 	rx        receivers
 	// readyFrom marks the peers that said all their links are up (Start),
@@ -301,11 +306,11 @@ type outbox struct {
 	ready   chan struct{}
 }
 
-// send sends m now, or later under Jitter, and reports whether it kept m to
+// send sends m now, or later under jitter, and reports whether it kept m to
 // send later.
 func (w *Worker) send(m core.Envelope) (kept bool) {
-	if w.cfg.Jitter != nil {
-		if d := w.cfg.Jitter(); d > 0 {
+	if w.cfg.jitter != nil {
+		if d := w.cfg.jitter(); d > 0 {
 			w.jittering.Add(1)
 			time.AfterFunc(d, func() {
 				defer w.jittering.Add(-1)
@@ -593,7 +598,7 @@ type DebugInfo struct {
 	BytesSent, BytesReceived       uint64
 	PendingCalls, PendingFetches   int
 	// Outgoing counts messages not yet handed to the transport (queued or
-	// held back by Jitter) and functions still running.
+	// held back by jitter) and functions still running.
 	Outgoing int
 	// Functions run on the goroutine that received their call; Handoffs
 	// counts those that gave their connection to a new receiving goroutine
