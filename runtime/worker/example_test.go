@@ -2,7 +2,9 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rrefkit/rref/runtime/worker"
 )
@@ -65,4 +67,46 @@ func ExampleFunc() {
 	later, _ := add.Go(ctx, ws[0], "B", [2]int{5, 6}).Wait(ctx)
 	fmt.Println(sum, err, v, later)
 	// Output: 3 <nil> 7 11
+}
+
+// ErrNotFound is an application's error, listed in Config.Errors on every
+// worker so that it keeps its identity across the wire.
+var ErrNotFound = errors.New("inventory: not found")
+
+// A function's error that matches a registered one is matched on the
+// caller with errors.Is; the message names the function and the worker.
+func ExampleConfig_errors() {
+	ctx := context.Background()
+	setup := func(w *worker.Worker) {
+		worker.Register(w, "stock", func(ctx context.Context, item string) (int, error) {
+			return 0, fmt.Errorf("item %q: %w", item, ErrNotFound)
+		})
+	}
+	ws, _ := worker.NewGroup([]string{"A", "B"}, worker.Config{Setup: setup, Errors: []error{ErrNotFound}})
+	defer worker.ShutdownGroup(ctx, ws)
+	_, err := worker.Call[int](ctx, ws[0], "B", "stock", "bolts")
+	fmt.Println(errors.Is(err, ErrNotFound))
+	fmt.Println(err)
+	// Output:
+	// true
+	// worker: function stock on B failed: item "bolts": inventory: not found
+}
+
+// The caller's deadline travels with the call: the function sees it, and
+// its context ends when the caller stops waiting.
+func ExampleCall_deadline() {
+	ctx := context.Background()
+	setup := func(w *worker.Worker) {
+		worker.Register(w, "slow", func(ctx context.Context, _ int) (int, error) {
+			<-ctx.Done() // ends when the caller's deadline passes
+			return 0, ctx.Err()
+		})
+	}
+	ws, _ := worker.NewGroup([]string{"A", "B"}, worker.Config{Setup: setup})
+	defer worker.ShutdownGroup(ctx, ws)
+	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err := worker.Call[int](dctx, ws[0], "B", "slow", 0)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output: true
 }
