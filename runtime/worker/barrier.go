@@ -263,9 +263,9 @@ func (w *Worker) barrierRound(ctx context.Context, round uint64) barrierView {
 // every RRef and fork this worker still held and what held the group up.
 func (w *Worker) Shutdown(ctx context.Context) error { return w.shutdown(ctx, nil) }
 
-// shutdown is Shutdown; before closing, it calls beforeClose (when set)
-// with what it will return, and waits for it.
-func (w *Worker) shutdown(ctx context.Context, beforeClose func()) error {
+// shutdown is Shutdown; before closing, it calls beforeClose (when set),
+// telling it whether it gave up (and took its report) or settled.
+func (w *Worker) shutdown(ctx context.Context, beforeClose func(gaveUp bool)) error {
 	w.leaving.Store(true)
 	tick := time.NewTicker(barrierPeriod(len(w.names)))
 	defer tick.Stop()
@@ -276,7 +276,7 @@ func (w *Worker) shutdown(ctx context.Context, beforeClose func()) error {
 		ok, why := v.settled(w.id, w.names)
 		if ok && haveLast && v.same(last) && v.fresher(last, w.id) {
 			if beforeClose != nil {
-				beforeClose()
+				beforeClose(false)
 			}
 			return w.Close()
 		}
@@ -288,7 +288,7 @@ func (w *Worker) shutdown(ctx context.Context, beforeClose func()) error {
 		if ctx.Err() != nil {
 			le := w.leakError()
 			if beforeClose != nil {
-				beforeClose()
+				beforeClose(true)
 			}
 			w.Close()
 			if why == "" {
@@ -306,16 +306,20 @@ func (w *Worker) shutdown(ctx context.Context, beforeClose func()) error {
 
 // ShutdownGroup shuts down workers of this process together (Shutdown is a
 // barrier: one at a time would wait for the next forever) and joins their
-// errors. No worker closes before every one has taken its report: one
-// closing first would show its peers a death, and their reports would miss
-// what it held.
+// errors. A worker that gives up closes only once every other has settled
+// or taken its report too: one closing first would show its peers a death,
+// and their reports would miss what it held. (One that settles closes at
+// once: it holds nothing, and its peers' barrier rounds need it to go on
+// answering until then, not to wait.)
 func ShutdownGroup(ctx context.Context, ws []*Worker) error {
 	errs := make([]error, len(ws))
 	var wg, reported sync.WaitGroup
 	reported.Add(len(ws))
-	arrive := func() {
+	arrive := func(gaveUp bool) {
 		reported.Done()
-		reported.Wait()
+		if gaveUp {
+			reported.Wait()
+		}
 	}
 	for i, w := range ws {
 		wg.Add(1)
