@@ -95,11 +95,17 @@ func TestRPCTableMeasuresEveryCell(t *testing.T) {
 		if strings.HasPrefix(r.System, "rrefkit") && r.RemoteToHereNs <= 0 {
 			t.Errorf("%s: no Remote + ToHere measured", r.System)
 		}
+		if _, measured := yardstickFor(r.System); measured && (r.YardstickNs <= 0 || r.Ratios["yardstick_round_trip"]+r.Ratios["tcp_yardstick_round_trip"] <= 0) {
+			t.Errorf("%s: no yardstick beside it: %+v", r.System, r)
+		}
 	}
 	var text bytes.Buffer
 	WriteRPC(&text, rows, "text")
-	if !strings.Contains(text.String(), "shm, 2 procs") || !strings.Contains(text.String(), "gRPC rt / rt") {
-		t.Errorf("text table:\n%s", text.String())
+	for _, want := range []string{"shm, 2 procs", "gRPC rt / rt", "rt / yardstick", "targets (ratios in this run):",
+		"rrefkit tcp round trip / raw TCP ping-pong"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("no %q in the text table:\n%s", want, text.String())
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/rpc"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,13 +18,17 @@ import (
 
 // RPCRow is one RPC system's measurements.
 type RPCRow struct {
-	System         string             `json:"system"`
-	RoundTripNs    float64            `json:"round_trip_ns"`
-	Calls1PerSec   float64            `json:"calls_per_second_1_caller"`
-	Calls16PerSec  float64            `json:"calls_per_second_16_callers"`
-	RemoteToHereNs float64            `json:"remote_to_here_ns,omitempty"`
-	Ratios         map[string]float64 `json:"ratios,omitempty"`
-	Err            string             `json:"error,omitempty"`
+	System         string  `json:"system"`
+	RoundTripNs    float64 `json:"round_trip_ns"`
+	Calls1PerSec   float64 `json:"calls_per_second_1_caller"`
+	Calls16PerSec  float64 `json:"calls_per_second_16_callers"`
+	RemoteToHereNs float64 `json:"remote_to_here_ns,omitempty"`
+	// The yardsticks, measured just before the row: a fifo/shm round trip
+	// (shm rows) or a raw Go TCP ping-pong (tcp rows) of yardstickSize bytes.
+	YardstickNs float64            `json:"yardstick_round_trip_ns,omitempty"`
+	Yardstick   string             `json:"yardstick,omitempty"`
+	Ratios      map[string]float64 `json:"ratios,omitempty"`
+	Err         string             `json:"error,omitempty"`
 }
 
 // rpcSystem is a client connected to a server that adds two numbers.
@@ -272,6 +277,12 @@ func RPCTable(d time.Duration, progress func(string)) []RPCRow {
 			continue
 		}
 		r := RPCRow{System: s.name}
+		if t, ok := yardstickFor(s.name); ok {
+			progress(s.name + ": " + t.Name + " round trip beside it")
+			if oneWay, err := PingPong(t, yardstickSize, d); err == nil {
+				r.Yardstick, r.YardstickNs = t.Name, 2*float64(oneWay.Nanoseconds())
+			}
+		}
 		// Unmeasured calls first: a new process, connection or worker runs
 		// slower for its first hundreds of milliseconds (page faults on
 		// the rings, the collector sizing its heap, the scheduler finding
@@ -313,23 +324,133 @@ func RPCTable(d time.Duration, progress func(string)) []RPCRow {
 		s.close()
 		rows = append(rows, r)
 	}
-	var grpcRT float64
-	for _, r := range rows {
-		if r.System == "gRPC-Go unary (tcp)" {
-			grpcRT = r.RoundTripNs
-		}
-	}
-	for i := range rows {
-		if grpcRT > 0 && rows[i].RoundTripNs > 0 {
-			rows[i].Ratios = map[string]float64{"grpc_round_trip_over_this": grpcRT / rows[i].RoundTripNs}
-		}
-	}
+	addRatios(rows)
 	return rows
+}
+
+// yardstickSize is the size of the yardsticks' messages: about a call of
+// add(a, b) on the wire (its frame is 40-odd bytes), rounded to a cell.
+const yardstickSize = 64
+
+// yardstickFor is the transport a system's round trip is held against:
+// the fifo over shared memory for rrefkit's shm rows, a raw Go TCP
+// ping-pong for every tcp row.
+func yardstickFor(system string) (Transport, bool) {
+	want := "tcp loopback"
+	switch {
+	case strings.Contains(system, "(shm"):
+		want = "fifo/shm"
+	case strings.Contains(system, "(mem)"):
+		return Transport{}, false
+	}
+	for _, t := range Transports() {
+		if t.Name == want {
+			return t, true
+		}
+	}
+	return Transport{}, false
+}
+
+// Targets are the speed targets the table's ratios are held against (the
+// project's issue on call speed): each names a ratio and its bound.
+var Targets = []struct {
+	Ratio, Says string
+	Max         bool // the ratio must be at most Bound (else at least)
+	Bound       float64
+}{
+	{"yardstick_round_trip", "rrefkit shm (2 procs) round trip / fifo/shm round trip", true, 5},
+	{"grpc_round_trip_over_this", "gRPC-Go round trip / rrefkit shm (2 procs) round trip", false, 100},
+	{"tcp_yardstick_round_trip", "rrefkit tcp round trip / raw TCP ping-pong", true, 1.2},
+	{"calls16_over_netrpc", "rrefkit tcp calls/s with 16 callers / net/rpc's", false, 3},
+	{"calls16_over_calls1", "rrefkit shm (2 procs) calls/s with 16 callers / with 1", false, 2},
+	{"remote_to_here_over_round_trip", "Remote + ToHere / Call round trip (worst transport)", true, 2},
+}
+
+// addRatios fills each row's ratios against its yardstick and its peers
+// measured in the same run.
+func addRatios(rows []RPCRow) {
+	find := func(name string) *RPCRow {
+		for i := range rows {
+			if rows[i].System == name && rows[i].Err == "" {
+				return &rows[i]
+			}
+		}
+		return nil
+	}
+	grpc, netrpc := find("gRPC-Go unary (tcp)"), find("net/rpc (tcp)")
+	for i := range rows {
+		r := &rows[i]
+		if r.RoundTripNs <= 0 {
+			continue
+		}
+		r.Ratios = map[string]float64{}
+		if grpc != nil {
+			r.Ratios["grpc_round_trip_over_this"] = grpc.RoundTripNs / r.RoundTripNs
+		}
+		if r.YardstickNs > 0 {
+			key := "yardstick_round_trip"
+			if r.Yardstick == "tcp loopback" {
+				key = "tcp_yardstick_round_trip"
+			}
+			r.Ratios[key] = r.RoundTripNs / r.YardstickNs
+		}
+		if netrpc != nil && netrpc.Calls16PerSec > 0 {
+			r.Ratios["calls16_over_netrpc"] = r.Calls16PerSec / netrpc.Calls16PerSec
+		}
+		if r.Calls1PerSec > 0 {
+			r.Ratios["calls16_over_calls1"] = r.Calls16PerSec / r.Calls1PerSec
+		}
+		if r.RemoteToHereNs > 0 {
+			r.Ratios["remote_to_here_over_round_trip"] = r.RemoteToHereNs / r.RoundTripNs
+		}
+	}
+}
+
+// targetRows are the rows each target reads its ratio from.
+var targetRows = map[string][]string{
+	"yardstick_round_trip":           {"rrefkit (shm, 2 procs)"},
+	"grpc_round_trip_over_this":      {"rrefkit (shm, 2 procs)"},
+	"tcp_yardstick_round_trip":       {"rrefkit (tcp)"},
+	"calls16_over_netrpc":            {"rrefkit (tcp)"},
+	"calls16_over_calls1":            {"rrefkit (shm, 2 procs)"},
+	"remote_to_here_over_round_trip": {"rrefkit (shm, 2 procs)", "rrefkit (tcp)"},
+}
+
+// writeTargets prints each target with the ratio measured in this run.
+func writeTargets(w io.Writer, rows []RPCRow) {
+	fmt.Fprintln(w, "\ntargets (ratios in this run):")
+	for _, t := range Targets {
+		worst, have := 0.0, false
+		for _, name := range targetRows[t.Ratio] {
+			for _, r := range rows {
+				v, ok := r.Ratios[t.Ratio]
+				if r.System != name || !ok {
+					continue
+				}
+				if !have || t.Max && v > worst || !t.Max && v < worst {
+					worst, have = v, true
+				}
+			}
+		}
+		if !have {
+			fmt.Fprintf(w, "  %-62s not measured\n", t.Says)
+			continue
+		}
+		op, met := ">=", worst >= t.Bound
+		if t.Max {
+			op, met = "<=", worst <= t.Bound
+		}
+		verdict := "met"
+		if !met {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(w, "  %-62s %8.2f  (target %s %g: %s)\n", t.Says, worst, op, t.Bound, verdict)
+	}
 }
 
 // WriteRPC prints rows as text, csv or json.
 func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
-	h := []string{"system", "round trip us", "calls/s 1 caller", "calls/s 16 callers", "remote+to_here us", "gRPC rt / rt"}
+	h := []string{"system", "round trip us", "yardstick rt us", "rt / yardstick", "calls/s 1 caller", "calls/s 16 callers", "remote+to_here us", "gRPC rt / rt"}
 	var table [][]string
 	for _, r := range rows {
 		f := func(v, scale float64, prec int) string {
@@ -338,11 +459,17 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 			}
 			return fmt.Sprintf("%.*f", prec, v/scale)
 		}
-		ratio := "-"
-		if v, ok := r.Ratios["grpc_round_trip_over_this"]; ok {
-			ratio = fmt.Sprintf("%.2fx", v)
+		ratio := func(keys ...string) string {
+			for _, k := range keys {
+				if v, ok := r.Ratios[k]; ok {
+					return fmt.Sprintf("%.2fx", v)
+				}
+			}
+			return "-"
 		}
-		table = append(table, []string{r.System, f(r.RoundTripNs, 1e3, 2), f(r.Calls1PerSec, 1, 0), f(r.Calls16PerSec, 1, 0), f(r.RemoteToHereNs, 1e3, 2), ratio})
+		table = append(table, []string{r.System, f(r.RoundTripNs, 1e3, 2), f(r.YardstickNs, 1e3, 2),
+			ratio("yardstick_round_trip", "tcp_yardstick_round_trip"), f(r.Calls1PerSec, 1, 0), f(r.Calls16PerSec, 1, 0),
+			f(r.RemoteToHereNs, 1e3, 2), ratio("grpc_round_trip_over_this")})
 	}
 	return writeTable(w, h, table, format, rows, func() {
 		for _, r := range rows {
@@ -351,6 +478,7 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 			}
 		}
 		fmt.Fprintln(w, "\nround trip: one caller, sequential calls; gRPC rt / rt above 1 means faster than gRPC-Go unary.")
+		fmt.Fprintf(w, "yardstick: a %d-byte round trip measured just before the row, fifo/shm for shm rows, a raw Go TCP ping-pong for tcp rows.\n", yardstickSize)
 		if !GRPCBuiltIn() {
 			fmt.Fprintln(w, "gRPC-Go is not built into this rrefgen: go run -tags rrefgrpc ./cmd/rrefgen bench rpc measures it too.")
 		}
@@ -358,5 +486,6 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 		fmt.Fprintln(w, "as shared memory is meant to be used; every other row runs client and server in this process.")
 		fmt.Fprintln(w, "In one process shm trails mem: a receiver parked on a futex keeps its processor until the Go")
 		fmt.Fprintln(w, "runtime takes it back, and the other worker waits for it; mem is the transport within a process.")
+		writeTargets(w, rows)
 	})
 }
