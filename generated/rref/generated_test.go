@@ -16,7 +16,7 @@ func messageSamples() []Message {
 			CallID:   1099511627776,
 			Function: "héllo",
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindCancelled,
+				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -32,7 +32,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindCancelled,
+				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -53,10 +53,10 @@ func messageSamples() []Message {
 		&CallRet{
 			CallID:  1099511627776,
 			Code:    "héllo",
-			Error:   ErrorKindCancelled,
+			Error:   ErrorKindDeadlineExceeded,
 			Message: "héllo",
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindCancelled,
+				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -72,7 +72,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindCancelled,
+				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -102,7 +102,7 @@ func messageSamples() []Message {
 				Worker: WorkerID(70000),
 			},
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindCancelled,
+				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -118,7 +118,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindCancelled,
+				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
 					Local:  1099511627776,
 					Worker: WorkerID(70000),
@@ -158,7 +158,7 @@ func messageSamples() []Message {
 		},
 		&FetchRet{
 			Code:    "héllo",
-			Error:   ErrorKindCancelled,
+			Error:   ErrorKindDeadlineExceeded,
 			FetchID: 1099511627776,
 			Message: "héllo",
 			RRef: RRefID{
@@ -215,7 +215,7 @@ func messageSamples() []Message {
 		},
 		&Error{
 			InReplyTo: 300,
-			Kind:      ErrorKindCancelled,
+			Kind:      ErrorKindDeadlineExceeded,
 			Message:   "héllo",
 		},
 		&CallCancel{CallID: 1099511627776},

@@ -29,7 +29,7 @@ const (
 	ErrorKindNone ErrorKind = 0
 	// The user function failed; its error is stored on the OwnerRRef.
 	ErrorKindUser ErrorKind = 1
-	// The remote that created the RRef timed out, or the call's deadline passed.
+	// The remote that created the RRef was not confirmed in time (worker.Config.RemoteTimeout).
 	ErrorKindTimeout ErrorKind = 2
 	// The RRef was already deleted.
 	ErrorKindDeleted ErrorKind = 3
@@ -47,12 +47,14 @@ const (
 	ErrorKindCodec ErrorKind = 9
 	// The caller cancelled the call (CallCancel) while it ran.
 	ErrorKindCancelled ErrorKind = 10
+	// The function's deadline passed: the caller's, or one of its own.
+	ErrorKindDeadlineExceeded ErrorKind = 11
 )
 
 // Valid reports whether e is a declared ErrorKind.
 func (e ErrorKind) Valid() bool {
 	switch e {
-	case ErrorKindNone, ErrorKindUser, ErrorKindTimeout, ErrorKindDeleted, ErrorKindOwnerFailed, ErrorKindLost, ErrorKindBadRequest, ErrorKindUnknownFunction, ErrorKindTypeMismatch, ErrorKindCodec, ErrorKindCancelled:
+	case ErrorKindNone, ErrorKindUser, ErrorKindTimeout, ErrorKindDeleted, ErrorKindOwnerFailed, ErrorKindLost, ErrorKindBadRequest, ErrorKindUnknownFunction, ErrorKindTypeMismatch, ErrorKindCodec, ErrorKindCancelled, ErrorKindDeadlineExceeded:
 		return true
 	}
 	return false
@@ -82,6 +84,8 @@ func (e ErrorKind) String() string {
 		return "codec"
 	case ErrorKindCancelled:
 		return "cancelled"
+	case ErrorKindDeadlineExceeded:
+		return "deadline_exceeded"
 	}
 	return "ErrorKind(" + strconv.FormatUint(uint64(e), 10) + ")"
 }

@@ -24,6 +24,19 @@ const DefaultTombstones = 1 << 16
 // further such messages are refused.
 const DefaultPendingPerPeer = 1 << 14
 
+// DefaultEarlyCancels bounds how many cancels of calls not yet arrived a
+// core remembers (the oldest are forgotten first). A cancel overtakes its
+// call only while both are in flight between two workers, so an honest
+// peer needs a handful; a hostile one fills at most this many (24 bytes
+// each).
+const DefaultEarlyCancels = 1 << 10
+
+// callKey names a call a peer made: its worker and its call id.
+type callKey struct {
+	from WorkerID
+	id   uint64
+}
+
 // DefaultPendingTicks is how many Ticks a record awaits its RemoteCall before
 // it is given up as never created. The worker ticks every twentieth of its
 // call timeout, so 40 ticks are two call timeouts: whoever sent a message
@@ -128,9 +141,12 @@ type Core struct {
 	calls   map[uint64]WorkerID
 	dead    map[WorkerID]bool
 
-	tombs     bounded[RRefID, tombstone] // freed or never-created values
-	goneForks bounded[ForkID, struct{}]  // recently deleted forks, so a resend cannot revive one
-	tombLimit int
+	tombs bounded[RRefID, tombstone] // freed or never-created values
+	// earlyCancels remembers CallCancels whose Call has not arrived (a
+	// cancel may overtake its call), so that the call runs cancelled.
+	earlyCancels bounded[callKey, struct{}]
+	goneForks    bounded[ForkID, struct{}] // recently deleted forks, so a resend cannot revive one
+	tombLimit    int
 
 	// Records awaiting their RemoteCall, with the tick each began in, and
 	// what each peer has added to them (see DefaultPendingPerPeer).
@@ -231,6 +247,7 @@ func New(self WorkerID, opts ...Option) *Core {
 	}
 	c.tombs = newBounded[RRefID, tombstone](c.tombLimit)
 	c.goneForks = newBounded[ForkID, struct{}](c.tombLimit)
+	c.earlyCancels = newBounded[callKey, struct{}](DefaultEarlyCancels)
 	return c
 }
 

@@ -37,8 +37,9 @@ const (
 	tabGoneForks
 	tabAwaiting
 	tabCharged
-	tabIDs    // the id generator: 320 bytes most steps never draw from
-	tabEnc    // the tables' cached encodings
+	tabIDs // the id generator: 320 bytes most steps never draw from
+	tabEnc // the tables' cached encodings
+	tabEarlyCancels
 	allTables = 1<<iota - 1
 )
 
@@ -202,4 +203,11 @@ func (c *Core) encW() *[segments][]byte {
 		c.enc = &enc
 	}
 	return c.enc
+}
+
+func (c *Core) earlyCancelsW() *bounded[callKey, struct{}] {
+	if c.writes(tabEarlyCancels) {
+		c.earlyCancels = c.earlyCancels.clone()
+	}
+	return &c.earlyCancels
 }

@@ -25,7 +25,9 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		if err := c.checkDescs(from, rref.CodeCall, m.RRefs); err != nil {
 			return err
 		}
-		c.runAfter(from, m.RRefs, Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args, Timeout: callTimeout(m.Timeout)})
+		_, cancelled := c.earlyCancels.get(callKey{from, m.CallID})
+		c.runAfter(from, m.RRefs, Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args,
+			Timeout: callTimeout(m.Timeout), Cancelled: cancelled})
 	case *rref.CallRet:
 		if c.calls[m.CallID] != from {
 			return c.refuse(from, rref.CodeCallRet, "reply to call %d, which was not made to it", m.CallID)
@@ -56,8 +58,11 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		// A call still waiting for its RRef arguments' confirmation is
 		// marked here, to run cancelled; one handed out is the driver's,
 		// which looks it up by (from, id): a peer cancels only its own calls.
+		// One for a call not seen yet (it overtook its call) is remembered,
+		// boundedly, so that the call runs cancelled when it comes.
 		if !c.cancelPending(from, m.CallID) {
 			c.ready.Cancels = append(c.ready.Cancels, Cancel{From: from, CallID: m.CallID})
+			c.earlyCancelsW().add(callKey{from, m.CallID}, struct{}{})
 		}
 	case *rref.Error:
 		c.ready.Errors = append(c.ready.Errors, &BadInputError{From: from, Code: rref.CodeError, Why: "peer reports " + m.Kind.String() + ": " + m.Message})

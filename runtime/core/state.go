@@ -337,6 +337,10 @@ type Held struct {
 	Value   []byte
 	Local   int
 	Holders []WorkerID
+	// Failed: why the function that was to make the value failed (its
+	// kind, none when it did not, and its message).
+	Failed  ErrorKind
+	FailMsg string
 	// HeldReference: the owner has confirmed it.
 	Confirmed bool
 	// HeldPin: the worker the copy went to.
@@ -350,7 +354,7 @@ func (c *Core) Held() []Held {
 	var out []Held
 	for _, id := range sortedRRefs(c.owners) {
 		o := c.owners[id]
-		h := Held{Kind: HeldValue, RRef: id, Owner: c.self, Value: o.value, Local: o.local}
+		h := Held{Kind: HeldValue, RRef: id, Owner: c.self, Value: o.value, Local: o.local, Failed: o.err, FailMsg: o.errMsg}
 		for _, fid := range sortedForks(o.forks) {
 			if f := o.forks[fid]; f.state == rref.ForkKnown && !slices.Contains(h.Holders, f.holder) {
 				h.Holders = append(h.Holders, f.holder)

@@ -315,13 +315,16 @@ func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg
 	w.funcs[name] = registered{sig: sig, types: types, result: reflect.TypeFor[R](), h: func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) ([]byte, []core.HandleID, error) {
 		a, err := decodeArg[A](w, args, refs)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, &localFailure{rref.ErrorKindCodec, err}
 		}
 		r, err := fn(ctx, a)
 		if err != nil {
 			return nil, nil, err
 		}
 		out, outRefs, err := encodeArg(w, r)
+		if err != nil && errors.Is(err, ErrCodec) {
+			err = &localFailure{rref.ErrorKindCodec, err}
+		}
 		if len(outRefs) > 0 && err == nil {
 			// Ownership passes to the caller: the local handles are dropped
 			// by the runtime, so the RRefs returned must not be released.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	groupwire "github.com/rrefkit/rref/generated/group"
+	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/genrt"
 	"github.com/rrefkit/rref/runtime/core"
 )
@@ -372,6 +373,9 @@ func (w *Worker) leakError() *LeakError {
 		case core.HeldValue:
 			ref.Kind = HeldValue
 			ref.Value = w.describeValue(h.RRef, h.Value)
+			if h.Failed != rref.ErrorKindNone {
+				ref.Value = fmt.Sprintf("(its function failed: %s %s)", h.Failed, h.FailMsg)
+			}
 			if h.Local > 0 {
 				ref.Holders = append(ref.Holders, w.name+"'s program")
 			}

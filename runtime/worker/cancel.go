@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ type callCtx struct {
 	done     chan struct{}   // made by the first Done
 	timer    *time.Timer     // closes done at the deadline, once Done was asked for
 	unlink   func() bool     // stops watching the parent, once Done was asked for
+	claimed  bool            // a function runs in it (w.mu)
 }
 
 func (c *callCtx) Deadline() (time.Time, bool) {
@@ -113,7 +115,9 @@ func (c *callCtx) finish(err error) {
 
 // trackCalls makes the contexts of the calls the core hands out in rd and
 // ends those whose callers gave up (and forgets the types of values freed).
-// Called with w.mu held, right after the core's outputs are taken.
+// Called with w.mu held, right after the core's outputs are taken. A peer
+// that repeats a call id gets a context for each run: the key names them
+// all, and a cancel ends them all.
 func (w *Worker) trackCalls(rd *core.Ready) {
 	for _, run := range rd.Runs {
 		if run.Kind != core.RunCall {
@@ -126,39 +130,56 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 		if run.Cancelled {
 			c.err = context.Canceled
 		}
-		w.calling[callKey{run.From, run.CallID}] = c
+		key := callKey{run.From, run.CallID}
+		w.calling[key] = append(w.calling[key], c)
 	}
 	for _, f := range rd.Freed {
 		delete(w.valueTypes, f.RRef)
 	}
 	for _, cancel := range rd.Cancels {
 		// A peer names only its own calls: the key holds its id.
-		if c := w.calling[callKey{cancel.From, cancel.CallID}]; c != nil {
+		for _, c := range w.calling[callKey{cancel.From, cancel.CallID}] {
 			c.end(context.Canceled)
 		}
 	}
 }
 
-// callContext is the context run's function runs in, under parent.
-func (w *Worker) callContext(parent context.Context, run core.Run) context.Context {
+// callContext is the context run's function runs in, under parent: the
+// first of its key's contexts no function has claimed yet.
+func (w *Worker) callContext(parent context.Context, run core.Run) *callCtx {
 	w.mu.Lock()
-	c := w.calling[callKey{run.From, run.CallID}]
-	w.mu.Unlock()
+	var c *callCtx
+	for _, x := range w.calling[callKey{run.From, run.CallID}] {
+		if !x.claimed {
+			c = x
+			break
+		}
+	}
 	if c == nil { // unreachable: trackCalls saw the run first
 		c = &callCtx{}
 	}
+	c.claimed = true
+	w.mu.Unlock()
 	c.mu.Lock()
 	c.parent = parent
 	c.mu.Unlock()
 	return c
 }
 
-// endCall forgets a call answered and ends its context. Called with w.mu
-// held.
-func (w *Worker) endCall(run core.Run) {
+// endCall forgets the context c of a call answered, and ends it. Called
+// with w.mu held.
+func (w *Worker) endCall(run core.Run, c *callCtx) {
 	key := callKey{run.From, run.CallID}
-	if c := w.calling[key]; c != nil {
-		c.end(context.Canceled)
+	cs := w.calling[key]
+	if i := slices.Index(cs, c); i >= 0 {
+		cs = slices.Delete(cs, i, i+1)
+	}
+	if len(cs) == 0 {
 		delete(w.calling, key)
+	} else {
+		w.calling[key] = cs
+	}
+	if c != nil {
+		c.end(context.Canceled)
 	}
 }

@@ -48,29 +48,47 @@ func (e *UserError) Error() string {
 // Unwrap is the caller's registered error of the same code, if any.
 func (e *UserError) Unwrap() error { return e.err }
 
-// failureOf is how a function's error crosses the wire: the package's
-// sentinels and the context's errors by kind, the rest as user errors with
+// localFailure is a failure of this worker's own making in running a
+// call (no such function, the wrong types, arguments it could not decode
+// or a result it could not encode), as opposed to the function's error:
+// only these cross the wire as their own kinds. A function that returns
+// an unknown-function error from a call of its own fails as itself, a
+// user error naming the inner call, and does not make its caller believe
+// that the function it called does not exist.
+type localFailure struct {
+	kind rref.ErrorKind
+	err  error
+}
+
+func (f *localFailure) Error() string { return f.err.Error() }
+func (f *localFailure) Unwrap() error { return f.err }
+
+// failureOf is how a function's error crosses the wire: this worker's own
+// failures and the context's errors by kind, the rest as user errors with
 // the code of the registered error they match.
 func (w *Worker) failureOf(err error) core.Failure {
 	if err == nil {
 		return core.Failure{}
 	}
 	msg := err.Error()
+	if lf := (*localFailure)(nil); errors.As(err, &lf) {
+		switch lf.kind {
+		case rref.ErrorKindUnknownFunction:
+			return core.Failure{Kind: lf.kind} // the caller names it
+		case rref.ErrorKindCodec:
+			return core.Failure{Kind: lf.kind, Message: strings.TrimPrefix(msg, ErrCodec.Error()+": ")}
+		}
+		return core.Failure{Kind: lf.kind, Message: msg}
+	}
 	switch {
-	case errors.Is(err, ErrUnknownFunction):
-		return core.Failure{Kind: rref.ErrorKindUnknownFunction} // the caller names it
-	case errors.Is(err, ErrTypeMismatch):
-		return core.Failure{Kind: rref.ErrorKindTypeMismatch, Message: msg}
-	case errors.Is(err, ErrCodec):
-		return core.Failure{Kind: rref.ErrorKindCodec, Message: strings.TrimPrefix(msg, ErrCodec.Error()+": ")}
 	case errors.Is(err, context.DeadlineExceeded):
-		return core.Failure{Kind: rref.ErrorKindTimeout, Message: msg}
+		return core.Failure{Kind: rref.ErrorKindDeadlineExceeded, Message: msg}
 	case errors.Is(err, context.Canceled):
 		return core.Failure{Kind: rref.ErrorKindCancelled, Message: msg}
 	}
 	f := core.Failure{Kind: rref.ErrorKindUser, Message: msg}
 	for _, known := range w.cfg.Errors {
-		if errors.Is(err, known) {
+		if known != nil && errors.Is(err, known) {
 			f.Code = known.Error()
 			break
 		}
@@ -78,13 +96,13 @@ func (w *Worker) failureOf(err error) core.Failure {
 	return f
 }
 
-// registered is the caller's Config.Errors entry of code, or nil.
+// registeredError is the caller's Config.Errors entry of code, or nil.
 func (w *Worker) registeredError(code string) error {
 	if code == "" {
 		return nil
 	}
 	for _, known := range w.cfg.Errors {
-		if known.Error() == code {
+		if known != nil && known.Error() == code {
 			return known
 		}
 	}
@@ -102,29 +120,28 @@ func (w *Worker) remoteError(kind rref.ErrorKind, code, msg, fn, where string) e
 	if fn == "" {
 		what = "the function on " + where
 	}
-	with := func(sentinel error) error {
-		if msg == "" {
-			return fmt.Errorf("%w: %s", sentinel, what)
-		}
-		return fmt.Errorf("%w: %s: %s", sentinel, what, msg)
+	if msg != "" && kind != rref.ErrorKindUnknownFunction {
+		what += ": " + msg
 	}
 	switch kind {
 	case rref.ErrorKindUnknownFunction:
 		return fmt.Errorf("%w: %s", ErrUnknownFunction, what)
 	case rref.ErrorKindCodec:
-		return with(ErrCodec)
-	case rref.ErrorKindTimeout:
+		return fmt.Errorf("%w: %s", ErrCodec, what)
+	case rref.ErrorKindDeadlineExceeded:
 		return fmt.Errorf("worker: %s: %w", what, context.DeadlineExceeded)
 	case rref.ErrorKindCancelled:
 		return fmt.Errorf("worker: %s: %w", what, context.Canceled)
+	case rref.ErrorKindTimeout:
+		return fmt.Errorf("%w: %s", ErrTimeout, what)
 	case rref.ErrorKindOwnerFailed:
 		return fmt.Errorf("%w: %s", ErrPeerFailed, what)
 	case rref.ErrorKindLost:
-		return with(ErrLost)
+		return fmt.Errorf("%w: %s", ErrLost, what)
 	case rref.ErrorKindUser:
 		return &UserError{Function: fn, Worker: where, Code: code, Message: msg, err: w.registeredError(code)}
 	}
-	return fmt.Errorf("worker: %s failed: %s %s", what, kind, msg)
+	return fmt.Errorf("worker: %s failed: %s", what, kind)
 }
 
 // callError is a call's failure; callerTypes describes the caller's side,
@@ -143,7 +160,7 @@ func (w *Worker) fetchError(fr core.FetchResult, fn string, owner core.WorkerID)
 	case rref.ErrorKindNone:
 		return nil
 	case rref.ErrorKindTimeout:
-		return ErrTimeout
+		return ErrTimeout // this worker's record of its Remote, not confirmed in time
 	case rref.ErrorKindDeleted:
 		return ErrDeleted
 	case rref.ErrorKindOwnerFailed:

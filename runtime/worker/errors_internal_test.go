@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,9 +25,9 @@ func TestFailuresRoundTrip(t *testing.T) {
 		kind rref.ErrorKind
 		is   error
 	}{
-		{fmt.Errorf("%w %q on B", ErrUnknownFunction, "f"), rref.ErrorKindUnknownFunction, ErrUnknownFunction},
-		{fmt.Errorf("%w: 3 bytes", ErrCodec), rref.ErrorKindCodec, ErrCodec},
-		{fmt.Errorf("slow: %w", context.DeadlineExceeded), rref.ErrorKindTimeout, context.DeadlineExceeded},
+		{&localFailure{rref.ErrorKindUnknownFunction, fmt.Errorf("%w %q on B", ErrUnknownFunction, "f")}, rref.ErrorKindUnknownFunction, ErrUnknownFunction},
+		{&localFailure{rref.ErrorKindCodec, fmt.Errorf("%w: 3 bytes", ErrCodec)}, rref.ErrorKindCodec, ErrCodec},
+		{fmt.Errorf("slow: %w", context.DeadlineExceeded), rref.ErrorKindDeadlineExceeded, context.DeadlineExceeded},
 		{fmt.Errorf("stopped: %w", context.Canceled), rref.ErrorKindCancelled, context.Canceled},
 		{fmt.Errorf("row 7: %w", errApp), rref.ErrorKindUser, errApp},
 	} {
@@ -37,6 +38,12 @@ func TestFailuresRoundTrip(t *testing.T) {
 		if back := caller.remoteError(f.Kind, f.Code, f.Message, "f", "B"); !errors.Is(back, tc.is) {
 			t.Errorf("%v came back as %v, which is not %v", tc.err, back, tc.is)
 		}
+	}
+	// A function's own error that wraps a sentinel from a call it made is
+	// its own failure, not the sentinel's kind: its caller's function exists.
+	nested := callee.failureOf(fmt.Errorf("lookup: %w", fmt.Errorf("%w: missing on C", ErrUnknownFunction)))
+	if nested.Kind != rref.ErrorKindUser || !strings.Contains(nested.Message, "missing on C") {
+		t.Errorf("a nested unknown function sent as %+v", nested)
 	}
 	f := callee.failureOf(fmt.Errorf("row 7: %w", errApp))
 	back := stranger.remoteError(f.Kind, f.Code, f.Message, "f", "B")
@@ -54,7 +61,7 @@ func TestFailuresRoundTrip(t *testing.T) {
 // context, once; one that arrives before the function runs is kept; a
 // call's deadline and its end are seen with or without Done asked for.
 func TestCancelsNameOnlyTheirSendersCalls(t *testing.T) {
-	w := &Worker{calling: map[callKey]*callCtx{}}
+	w := &Worker{calling: map[callKey][]*callCtx{}}
 	run := core.Run{Kind: core.RunCall, From: 2, CallID: 5}
 	w.trackCalls(&core.Ready{Runs: []core.Run{run}})
 	w.trackCalls(&core.Ready{Cancels: []core.Cancel{{From: 3, CallID: 5}}})
@@ -102,8 +109,11 @@ func TestCancelsNameOnlyTheirSendersCalls(t *testing.T) {
 	pdone := pctx.Done()
 	cancelParent()
 	<-pdone
-	for _, r := range []core.Run{run, early, pending, timed, lazy, closing} {
-		w.endCall(r)
+	for _, rc := range []struct {
+		r core.Run
+		c *callCtx
+	}{{run, ctx}, {timed, tctx}, {lazy, lctx}, {closing, pctx}, {early, w.calling[callKey{2, 6}][0]}, {pending, w.calling[callKey{2, 7}][0]}} {
+		w.endCall(rc.r, rc.c)
 	}
 	if len(w.calling) != 0 {
 		t.Errorf("%d calls still recorded", len(w.calling))

@@ -91,7 +91,8 @@ func (w *Worker) callUser(ctx context.Context, h handler, run core.Run) (res []b
 		if r, ok := ctx.Value(receiverKey{}).(*receiver); ok && r.replaced.CompareAndSwap(false, true) {
 			w.startReceiver(r.from, r.conn)
 		}
-		w.answer(run, nil, nil, fmt.Errorf("%w: %s", errGoexit, run.Fn))
+		cc, _ := ctx.(*callCtx)
+		w.answer(run, cc, nil, nil, fmt.Errorf("%w: %s", errGoexit, run.Fn))
 	}()
 	res, refs, err = h(ctx, w, run.Args, run.Handles)
 	returned = true

@@ -133,7 +133,7 @@ type Worker struct {
 	calls   waiting[core.CallResult]
 	fetches waiting[core.FetchResult]
 	kept    map[core.HandleID]bool // argument RRefs a function kept
-	calling map[callKey]*callCtx   // calls from peers being run (cancel.go)
+	calling map[callKey][]*callCtx // calls from peers being run (cancel.go)
 	// valueTypes are the types of the values this worker owns, when known
 	// (NewRRef, a Remote of a registered function), so that a LeakError
 	// can show them decoded.
@@ -185,7 +185,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
-		calling: map[callKey]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
+		calling: map[callKey][]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
 		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	for i := range names {
@@ -493,8 +493,10 @@ func (w *Worker) spawn(run core.Run) {
 // caller's deadline (Run.Timeout) and when the caller cancels it.
 func (w *Worker) execute(ctx context.Context, run core.Run) {
 	defer w.running.Add(-1) // after the answer below is handed to the transport
+	var cc *callCtx
 	if run.Kind == core.RunCall {
-		ctx = w.callContext(ctx, run)
+		cc = w.callContext(ctx, run)
+		ctx = cc
 	}
 	name, sig, signed := splitWireName(run.Fn)
 	run.Fn = name
@@ -506,9 +508,9 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 	var err error
 	switch {
 	case !ok:
-		err = fmt.Errorf("%w %q on %s", ErrUnknownFunction, name, w.name)
+		err = &localFailure{rref.ErrorKindUnknownFunction, fmt.Errorf("%w %q on %s", ErrUnknownFunction, name, w.name)}
 	case signed && sig != f.sig:
-		err = fmt.Errorf("%w: %s on %s %s", ErrTypeMismatch, name, w.name, f.types)
+		err = &localFailure{rref.ErrorKindTypeMismatch, fmt.Errorf("%w: %s on %s %s", ErrTypeMismatch, name, w.name, f.types)}
 	case ctx.Err() != nil:
 		err = ctx.Err() // cancelled, or past its deadline, before it began
 	default:
@@ -522,15 +524,16 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 		w.valueTypes[run.RRef] = f.result
 		w.mu.Unlock()
 	}
-	w.answer(run, result, refs, err)
+	w.answer(run, cc, result, refs, err)
 }
 
-// answer completes a function the core asked for with its outcome.
-func (w *Worker) answer(run core.Run, result []byte, refs []core.HandleID, err error) {
+// answer completes a function the core asked for with its outcome; cc is
+// a call's context, ended here.
+func (w *Worker) answer(run core.Run, cc *callCtx, result []byte, refs []core.HandleID, err error) {
 	fail := w.failureOf(err)
 	w.apply(func(c *core.Core) {
 		if run.Kind == core.RunCall {
-			w.endCall(run)
+			w.endCall(run, cc)
 		}
 		switch run.Kind {
 		case core.RunRemote:
@@ -563,7 +566,7 @@ func (w *Worker) answer(run core.Run, result []byte, refs []core.HandleID, err e
 }
 
 // errTimedOut marks a call or fetch failed by the sweeper.
-var errTimedOut = errors.New("worker: call timed out")
+var errTimedOut = errors.New("no answer within Config.CallTimeout")
 
 // sweep fails calls and fetches past their default deadline, and ticks the
 // core's clock, which expires what it keeps for values never created.
@@ -581,10 +584,10 @@ func (w *Worker) sweep() {
 			w.mu.Unlock()
 			w.apply(func(c *core.Core) { c.Tick() })
 			for _, ch := range calls {
-				ch <- core.CallResult{Err: rref.ErrorKindTimeout, Message: errTimedOut.Error()}
+				ch <- core.CallResult{Err: rref.ErrorKindDeadlineExceeded, Message: errTimedOut.Error()}
 			}
 			for _, ch := range fetches {
-				ch <- core.FetchResult{Err: rref.ErrorKindTimeout}
+				ch <- core.FetchResult{Err: rref.ErrorKindDeadlineExceeded, Message: errTimedOut.Error()}
 			}
 		}
 	}
