@@ -183,6 +183,9 @@ func main() {
 	if *name == "server" {
 		cfg.Setup = s.register // before any trainer can connect and call
 	}
+	// Start waits for every member (up to two minutes): say so, or a member
+	// started first, or given a wrong address, would sit there silently.
+	log.Printf("%s: waiting for the group (%s) to come up", *name, *peersFlag)
 	w, err := worker.Start(ctx, *name, peers, []byte(*secret), cfg)
 	if err != nil {
 		log.Fatal(err)

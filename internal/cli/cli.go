@@ -44,7 +44,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: rrefgen <command> [flags] [args]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "rrefgen turns protocol specs into Go and proves the RRef protocol safe.")
-	fmt.Fprintln(w, "With no spec named, every command uses the RRef spec embedded in the binary.")
+	fmt.Fprintln(w, "With no spec named, check, gen and graph use the RRef spec embedded in the binary.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	cs := append([]command(nil), commands...)

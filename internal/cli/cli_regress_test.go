@@ -25,3 +25,27 @@ func TestFlagValueDashDash(t *testing.T) {
 		t.Errorf("-initialisms --: exit %d, a flag taken for a file: %s", code, errs)
 	}
 }
+
+// TestConformanceRefusesWhatWouldNotRun: a folder with no scenario, a
+// count below one, and a flag the chosen run would ignore are usage errors,
+// not a pass (each printed "0 scenarios ... 0 failed" or "ok" and exited 0).
+func TestConformanceRefusesWhatWouldNotRun(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "empty"), 0o755)
+	if code, _, errs := run(t, dir, "conformance", "empty"); code == ExitOK || !strings.Contains(errs, "no scenario") {
+		t.Errorf("an empty folder: %d %q", code, errs)
+	}
+	for _, args := range [][]string{
+		{"-target", "runtime", "-runs", "-1"},
+		{"-target", "runtime", "-runs", "0"},
+		{"-mode", "random", "-walks", "0"},
+		{"-workers", "0"},
+		{"-transport", "shm"},
+		{"-runs", "5"},
+		{"-walks", "5"},
+	} {
+		if code, _, errs := run(t, dir, append([]string{"conformance"}, args...)...); code != ExitUsage || errs == "" {
+			t.Errorf("conformance %v: exit %d, %q", args, code, errs)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -59,7 +60,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	enumerate := fs.String("enumerate", "", "WxN: explore every program of up to N commands over up to W workers, written once up to renaming (e.g. 3x3), instead of scenario files")
 	quiet := fs.Bool("q", false, "no progress bar")
 	workers := fs.Int("workers", goruntime.GOMAXPROCS(0), "exhaustive: goroutines searching each scenario's states (verdicts and counts do not depend on it)")
-	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over the mem transport, random message delays)")
+	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over -transport, random message delays)")
 	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
 	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory) or shm (each pair over shared memory)")
 	if st := parseFlags(env, fs, args); st >= 0 {
@@ -77,6 +78,28 @@ stopped an exhaustive search short: that is not a proof.`)
 	if *target != "core" && *target != "runtime" {
 		fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -target %q (core or runtime)\n", *target)
 		return ExitUsage
+	}
+	// A flag the run would ignore is refused: a user who set it believes
+	// it took effect (testing shared memory, say).
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"runs", "transport"} {
+		if set[name] && *target != "runtime" {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s applies to -target runtime only\n", name)
+			return ExitUsage
+		}
+	}
+	for _, name := range []string{"walks", "seed"} {
+		if set[name] && (*mode == "exhaustive" && *target == "core") {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s applies to -mode random or pct, or -target runtime\n", name)
+			return ExitUsage
+		}
+	}
+	for name, v := range map[string]int{"runs": *runs, "walks": *walks, "max-states": *maxStates, "workers": *workers} {
+		if v < 1 {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s %d: want at least 1\n", name, v)
+			return ExitUsage
+		}
 	}
 	m := conformance.Mode(*mode)
 	if m != conformance.Exhaustive && m != conformance.Random && m != conformance.PCT {
@@ -328,6 +351,10 @@ func loadScenarios(env *Env, names []string) ([]*conformance.Scenario, error) {
 		scs, err := conformance.Load([]string{env.abs(n)})
 		if err != nil {
 			return nil, err
+		}
+		if len(scs) == 0 {
+			// A folder of no scenarios must not pass as a check that ran.
+			return nil, fmt.Errorf("%s: no scenario (*.rref) in it", n)
 		}
 		out = append(out, scs...)
 	}
