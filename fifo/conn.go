@@ -289,8 +289,10 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 			return nil
 		}
 	}
-	if err := c.err(); err != nil {
-		return err
+	// Not c.err(): that reads the ring, which Close may unmap until the tx
+	// lock is held (sendLocked checks the peer under it).
+	if p := c.broken.Load(); p != nil {
+		return *p
 	}
 	if len(p) > c.cfg.MaxMessage {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(p), c.cfg.MaxMessage)
@@ -298,8 +300,15 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	kind := uint8(kindData)
 	if len(p) > c.cfg.EagerLimit {
 		// Rendezvous: expose the payload first, outside the ring lock, so
-		// small messages keep flowing while it is copied.
+		// small messages keep flowing while it is copied; under inUse, as
+		// Close unmaps a shared end's slots only once it holds that.
+		c.holdRing()
+		if p := c.broken.Load(); p != nil {
+			c.releaseRing()
+			return *p
+		}
 		slot, err := c.l.bulkPut(ctx, p)
+		c.releaseRing()
 		if err != nil {
 			return err
 		}
@@ -434,14 +443,22 @@ func (c *Conn) releaseRing() {
 // credits it needs already in hand, and no other sender holding the ring.
 // It never waits; it reports whether p was sent.
 func (c *Conn) TrySend(p []byte) (bool, error) {
-	if err := c.err(); err != nil {
-		return false, err
+	// The ring is read only under the tx lock: Close unmaps a shared
+	// end's ring once it holds that lock (after setting broken), so a
+	// check of the peer's closed word before taking it could read
+	// unmapped memory (a SIGSEGV seen under -race).
+	if p := c.broken.Load(); p != nil {
+		return false, *p
 	}
 	if len(p) > c.cfg.EagerLimit {
 		return false, nil
 	}
 	if !c.cfg.Exclusive && !c.txMu.TryLock() {
 		return false, nil
+	}
+	if err := c.err(); err != nil {
+		c.unlockTx()
+		return false, err
 	}
 	if c.shm != nil && len(p) <= Immediate && c.sendCell(p) {
 		c.unlockTx()

@@ -531,6 +531,12 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 // a call's context, ended here.
 func (w *Worker) answer(run core.Run, cc *callCtx, result []byte, refs []core.HandleID, err error) {
 	fail := w.failureOf(err)
+	if fail.Kind == rref.ErrorKindCancelled && w.ctx.Err() != nil {
+		// Cancelled because this worker is closing, not by the caller: to
+		// the caller it is a peer that went away (ErrPeerFailed), as it
+		// would be had the answer not made it out.
+		fail = core.Failure{Kind: rref.ErrorKindOwnerFailed, Message: "worker " + w.name + " closed"}
+	}
 	w.apply(func(c *core.Core) {
 		if run.Kind == core.RunCall {
 			w.endCall(run, cc)
