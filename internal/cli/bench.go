@@ -36,7 +36,11 @@ Timings swing between runs on shared hosts: read the ratios.`)
 				return st
 			}
 		}
-		fmt.Fprintln(env.Stderr, "rrefgen bench: name what to measure: fifo or rpc")
+		if len(args) > 0 {
+			fmt.Fprintf(env.Stderr, "rrefgen bench: %q: name what to measure: fifo or rpc\n", args[0])
+		} else {
+			fmt.Fprintln(env.Stderr, "rrefgen bench: name what to measure: fifo or rpc")
+		}
 		fs.SetOutput(env.Stderr)
 		fs.Usage()
 		return ExitUsage

@@ -82,9 +82,46 @@ func Main(env *Env, args []string) int {
 			return c.run(env, args[1:])
 		}
 	}
-	fmt.Fprintf(env.Stderr, "rrefgen: unknown command %q\n\n", args[0])
+	fmt.Fprintf(env.Stderr, "rrefgen: unknown command %q", args[0])
+	if near := nearestCommand(args[0]); near != "" {
+		fmt.Fprintf(env.Stderr, " (did you mean %s?)", near)
+	}
+	fmt.Fprint(env.Stderr, "\n\n")
 	usage(env.Stderr)
 	return ExitUsage
+}
+
+// nearestCommand is the command within two edits of name, if one is: a
+// typo's likeliest intent.
+func nearestCommand(name string) string {
+	best, bestDist := "", 3
+	for _, c := range commands {
+		if d := editDistance(name, c.name); d < bestDist {
+			best, bestDist = c.name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // newFlags makes a flag set that reports errors instead of exiting.

@@ -49,3 +49,21 @@ func TestConformanceRefusesWhatWouldNotRun(t *testing.T) {
 		}
 	}
 }
+
+// TestNewcomersMistakes: a misspelled command is answered with the nearest
+// one, a bad bench target is named, a missing spec names its command, and
+// gen -check says when all is well.
+func TestNewcomersMistakes(t *testing.T) {
+	if _, _, errs := run(t, "", "conformence"); !strings.Contains(errs, `unknown command "conformence" (did you mean conformance?)`) {
+		t.Errorf("a typo: %q", errs)
+	}
+	if _, _, errs := run(t, "", "xyzzy"); strings.Contains(errs, "did you mean") {
+		t.Errorf("nothing near: %q", errs)
+	}
+	if code, _, errs := run(t, "", "bench", "nosuch"); code != ExitUsage || !strings.Contains(errs, `"nosuch"`) {
+		t.Errorf("bench nosuch: %d %q", code, errs)
+	}
+	if code, _, errs := run(t, t.TempDir(), "check", "nosuch.rspec"); code != ExitFail || !strings.HasPrefix(errs, "rrefgen check: ") {
+		t.Errorf("check of a missing file: %d %q", code, errs)
+	}
+}

@@ -224,7 +224,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	}
 	elapsed := time.Since(start)
 	if !*asJSON {
-		fmt.Fprintf(env.Stdout, "\n%d scenarios: %d passed, %d failed", len(scs), len(scs)-failed-bounded, failed)
+		fmt.Fprintf(env.Stdout, "\n%s: %d passed, %d failed", count(len(scs), "scenario"), len(scs)-failed-bounded, failed)
 		if bounded > 0 {
 			fmt.Fprintf(env.Stdout, ", %d incomplete (a bound stopped the search: raise -timeout, -max-states or -max-memory)", bounded)
 		}
@@ -359,4 +359,12 @@ func loadScenarios(env *Env, names []string) ([]*conformance.Scenario, error) {
 		out = append(out, scs...)
 	}
 	return out, nil
+}
+
+// count is n and noun, plural unless n is one.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

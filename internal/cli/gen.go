@@ -36,7 +36,7 @@ func (env *Env) abs(p string) string {
 // loadSpecs parses the named specs, or the project's own (spec.Embedded)
 // when none is named.
 // Parse errors are printed; ok is false when any spec is invalid.
-func loadSpecs(env *Env, names []string, opt spec.Options) ([]*spec.Protocol, bool) {
+func loadSpecs(env *Env, cmd string, names []string, opt spec.Options) ([]*spec.Protocol, bool) {
 	if len(names) == 0 {
 		var out []*spec.Protocol
 		for _, e := range spec.Embedded {
@@ -59,7 +59,7 @@ func loadSpecs(env *Env, names []string, opt spec.Options) ([]*spec.Protocol, bo
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(env.Stderr, "rrefgen: %v\n", err)
+			fmt.Fprintf(env.Stderr, "rrefgen %s: %v\n", cmd, err)
 			ok = false
 			continue
 		}
@@ -110,7 +110,7 @@ a diff of every stale file and exits 1 when the output is not up to date.`)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
-	specs, ok := loadSpecs(env, fs.Args(), initialismsOf(*initialisms))
+	specs, ok := loadSpecs(env, "check", fs.Args(), initialismsOf(*initialisms))
 	if !ok {
 		return ExitFail
 	}
@@ -160,6 +160,9 @@ a diff of every stale file and exits 1 when the output is not up to date.`)
 	if stale {
 		fmt.Fprintln(env.Stderr, "rrefgen gen -check: generated code is stale; run rrefgen gen (or go generate ./...)")
 		return ExitFail
+	}
+	if *check {
+		fmt.Fprintln(env.Stdout, "rrefgen gen -check: generated code is up to date")
 	}
 	return ExitOK
 }
@@ -258,7 +261,7 @@ With no spec named, checks the project's own specs (RRef, group).`)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
-	specs, ok := loadSpecs(env, fs.Args(), initialismsOf(*initialisms))
+	specs, ok := loadSpecs(env, "check", fs.Args(), initialismsOf(*initialisms))
 	for _, p := range specs {
 		transitions := 0
 		for _, m := range p.Machines {
@@ -294,7 +297,7 @@ With no spec named, draws the embedded RRef spec.`)
 		fmt.Fprintln(env.Stderr, "rrefgen graph: name at most one spec")
 		return ExitUsage
 	}
-	specs, ok := loadSpecs(env, fs.Args(), initialismsOf(*initialisms))
+	specs, ok := loadSpecs(env, "check", fs.Args(), initialismsOf(*initialisms))
 	if !ok {
 		return ExitFail
 	}
