@@ -128,61 +128,35 @@ func (c *Core) pinsW() map[ForkID]*pinRec {
 	return c.pins
 }
 
+// flatW is a table of values (or of records never written once in it),
+// to change: copied, without its values, first if a clone shares it.
+func flatW[K comparable, V any](c *Core, t table, m *map[K]V) map[K]V {
+	if c.writes(t) {
+		*m = maps.Clone(*m)
+	}
+	return *m
+}
+
 // handlesW is the handles table, to change; its records are immutable.
-func (c *Core) handlesW() map[HandleID]*handleRec {
-	if c.writes(tabHandles) {
-		c.handles = maps.Clone(c.handles)
+func (c *Core) handlesW() map[HandleID]*handleRec { return flatW(c, tabHandles, &c.handles) }
+func (c *Core) fetchesW() map[uint64]fetchRec     { return flatW(c, tabFetches, &c.fetches) }
+func (c *Core) callsW() map[uint64]WorkerID       { return flatW(c, tabCalls, &c.calls) }
+func (c *Core) deadW() map[WorkerID]bool          { return flatW(c, tabDead, &c.dead) }
+func (c *Core) awaitingW() map[RRefID]uint64      { return flatW(c, tabAwaiting, &c.awaiting) }
+func (c *Core) chargedW() map[WorkerID]int        { return flatW(c, tabCharged, &c.charged) }
+
+// boundedW is a bounded memory, to change: copied first if a clone shares it.
+func boundedW[K comparable, V any](c *Core, t table, b *bounded[K, V]) *bounded[K, V] {
+	if c.writes(t) {
+		*b = b.clone()
 	}
-	return c.handles
+	return b
 }
 
-func (c *Core) fetchesW() map[uint64]fetchRec {
-	if c.writes(tabFetches) {
-		c.fetches = maps.Clone(c.fetches)
-	}
-	return c.fetches
-}
-
-func (c *Core) callsW() map[uint64]WorkerID {
-	if c.writes(tabCalls) {
-		c.calls = maps.Clone(c.calls)
-	}
-	return c.calls
-}
-
-func (c *Core) deadW() map[WorkerID]bool {
-	if c.writes(tabDead) {
-		c.dead = maps.Clone(c.dead)
-	}
-	return c.dead
-}
-
-func (c *Core) awaitingW() map[RRefID]uint64 {
-	if c.writes(tabAwaiting) {
-		c.awaiting = maps.Clone(c.awaiting)
-	}
-	return c.awaiting
-}
-
-func (c *Core) chargedW() map[WorkerID]int {
-	if c.writes(tabCharged) {
-		c.charged = maps.Clone(c.charged)
-	}
-	return c.charged
-}
-
-func (c *Core) tombsW() *bounded[RRefID, tombstone] {
-	if c.writes(tabTombs) {
-		c.tombs = c.tombs.clone()
-	}
-	return &c.tombs
-}
+func (c *Core) tombsW() *bounded[RRefID, tombstone] { return boundedW(c, tabTombs, &c.tombs) }
 
 func (c *Core) goneForksW() *bounded[ForkID, struct{}] {
-	if c.writes(tabGoneForks) {
-		c.goneForks = c.goneForks.clone()
-	}
-	return &c.goneForks
+	return boundedW(c, tabGoneForks, &c.goneForks)
 }
 
 func (c *Core) idsW() *rand.ChaCha8 {
@@ -206,8 +180,5 @@ func (c *Core) encW() *[segments][]byte {
 }
 
 func (c *Core) earlyCancelsW() *bounded[callKey, struct{}] {
-	if c.writes(tabEarlyCancels) {
-		c.earlyCancels = c.earlyCancels.clone()
-	}
-	return &c.earlyCancels
+	return boundedW(c, tabEarlyCancels, &c.earlyCancels)
 }
