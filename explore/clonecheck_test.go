@@ -33,3 +33,31 @@ func TestCheckClonesFindsSharedState(t *testing.T) {
 		}
 	}
 }
+
+// flaky is procs whose violation depends on a counter outside the model:
+// the search meets it, its replay does not.
+type flaky struct {
+	*procs
+	calls *int
+}
+
+func (f flaky) Clone() flaky { return flaky{f.procs.Clone(), f.calls} }
+
+func (f flaky) Step(c int) {
+	f.procs.Step(c)
+	*f.calls++
+	if *f.calls == 5 {
+		f.procs.failed = &Violation{Invariant: "flaky"}
+	}
+}
+
+// TestUnreproducibleViolationFails: a violation the search met but whose
+// replay does not meet it again is reported as a failure of its own, not
+// dropped (the search used to report a pass).
+func TestUnreproducibleViolationFails(t *testing.T) {
+	calls := 0
+	r := Explore(func() flaky { return flaky{newProcs(2, 2), &calls} }, Options{})
+	if r.Passed() || r.Violation.Invariant != "replay" || !strings.Contains(r.Violation.Detail, "not a function of its schedule") {
+		t.Fatalf("got %+v", r.Violation)
+	}
+}

@@ -348,11 +348,19 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	if s.failed {
 		r.States = entered
 		r.Schedules = 0
-		if !shortest(start, opt, began, &r) {
-			// The shortest schedule is beyond the bounds: report the one
-			// the depth-first search found, which fails just the same.
+		if !shortest(start, opt, began, &r) || r.Violation == nil {
+			// The shortest schedule is beyond the bounds, or the
+			// breadth-first search did not meet the failure again: report
+			// the one the depth-first search found.
 			res := Replay(start, s.failing)
 			r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, s.failing
+		}
+		if r.Violation == nil {
+			// Found, and gone on replay: the model's steps depend on more
+			// than its schedule. That is a failure too, never a pass.
+			r.Violation = &Violation{Invariant: "replay", Detail: fmt.Sprintf(
+				"a violation was found on schedule %s but its replay does not meet it: the model is not a function of its schedule (a step reads state outside the model, or a cache went stale)",
+				formatSchedule(s.failing))}
 		}
 		return r
 	}
