@@ -148,7 +148,7 @@ func (w *Worker) remoteError(kind rref.ErrorKind, code, msg, fn, where string) e
 // for a type mismatch (computed only then).
 func (w *Worker) callError(res core.CallResult, fn string, to core.WorkerID, callerTypes func() string) error {
 	if res.Err == rref.ErrorKindTypeMismatch {
-		return fmt.Errorf("%w: %s; the caller's %s", ErrTypeMismatch, strings.TrimPrefix(res.Message, ErrTypeMismatch.Error()+": "), callerTypes())
+		return fmt.Errorf("%w; the caller's %s", mismatch(res.Message), callerTypes())
 	}
 	return w.remoteError(res.Err, res.Code, res.Message, fn, w.nameOf(to))
 }
@@ -168,7 +168,13 @@ func (w *Worker) fetchError(fr core.FetchResult, fn string, owner core.WorkerID)
 	case rref.ErrorKindLost:
 		return ErrLost
 	case rref.ErrorKindTypeMismatch:
-		return fmt.Errorf("%w: %s", ErrTypeMismatch, strings.TrimPrefix(fr.Message, ErrTypeMismatch.Error()+": "))
+		return mismatch(fr.Message)
 	}
 	return w.remoteError(fr.Err, fr.Code, fr.Message, fn, w.nameOf(owner))
+}
+
+// mismatch is a callee's type-mismatch message (which names the function,
+// the worker and its types) as ErrTypeMismatch, its prefix not repeated.
+func mismatch(msg string) error {
+	return fmt.Errorf("%w: %s", ErrTypeMismatch, strings.TrimPrefix(msg, ErrTypeMismatch.Error()+": "))
 }

@@ -92,7 +92,7 @@ func (w *Worker) callUser(ctx context.Context, h handler, run core.Run) (res []b
 			w.startReceiver(r.from, r.conn)
 		}
 		cc, _ := ctx.(*callCtx)
-		w.answer(run, cc, nil, nil, fmt.Errorf("%w: %s", errGoexit, run.Fn))
+		w.answer(run, cc, nil, nil, nil, fmt.Errorf("%w: %s", errGoexit, run.Fn))
 	}()
 	res, refs, err = h(ctx, w, run.Args, run.Handles)
 	returned = true

@@ -519,17 +519,17 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, name)
 		}
 	}
+	var made reflect.Type // the type of the value a Remote made, for LeakError
 	if run.Kind == core.RunRemote && err == nil {
-		w.mu.Lock()
-		w.valueTypes[run.RRef] = f.result
-		w.mu.Unlock()
+		made = f.result
 	}
-	w.answer(run, cc, result, refs, err)
+	w.answer(run, cc, made, result, refs, err)
 }
 
 // answer completes a function the core asked for with its outcome; cc is
-// a call's context, ended here.
-func (w *Worker) answer(run core.Run, cc *callCtx, result []byte, refs []core.HandleID, err error) {
+// a call's context, ended here; made is the type of a value a Remote made
+// (recorded under the same lock as the value, before it can be freed).
+func (w *Worker) answer(run core.Run, cc *callCtx, made reflect.Type, result []byte, refs []core.HandleID, err error) {
 	fail := w.failureOf(err)
 	if fail.Kind == rref.ErrorKindCancelled && w.ctx.Err() != nil {
 		// Cancelled because this worker is closing, not by the caller: to
@@ -543,6 +543,9 @@ func (w *Worker) answer(run core.Run, cc *callCtx, result []byte, refs []core.Ha
 		}
 		switch run.Kind {
 		case core.RunRemote:
+			if made != nil {
+				w.valueTypes[run.RRef] = made
+			}
 			c.CompleteRemote(run.RRef, result, fail)
 		case core.RunCall:
 			if rerr := c.Return(run.From, run.CallID, result, refs, fail); rerr != nil {
