@@ -2,10 +2,10 @@ package conformance
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -24,8 +24,9 @@ type inFlight struct {
 	from, to WorkerID
 	notice   bool // `to` learns that `from` failed
 	msg      rref.Message
-	key      string
-	digest   digest // of key
+	// digest names the message for de-duplicating choices and for the
+	// state key: of its sender, receiver, then its frame (or "notice").
+	digest digest
 }
 
 func (m inFlight) String() string {
@@ -169,18 +170,23 @@ func SeededCore(self WorkerID) *core.Core {
 	return core.New(self, core.WithIDSeed(seed))
 }
 
+// slot is one worker's part of a world.
+type slot struct {
+	core  *core.Core // shared with clones until written (see world.core)
+	owned bool       // core is this world's own, to change at will
+	dead  bool
+	// key caches the core's state digest (zero: not known). A clone shares
+	// the digests of the cores it shares; world.core drops one when its
+	// core may change.
+	key digest
+}
+
 // world is one state of a scenario's run: every worker's core, the network,
 // the program's progress and the monitors.
 type world struct {
-	sc    *Scenario
-	ids   map[string]WorkerID
-	cores []*core.Core // index id-1; shared with clones until written (see core)
-	owned []bool       // index id-1: cores[i] is this world's own, to change at will
-	// coreKeys caches each core's state encoding (index id-1; nil: not
-	// known). A clone shares the encodings of the cores it shares; core
-	// drops one when its core may change.
-	coreKeys  []digest
-	dead      []bool
+	sc        *Scenario
+	ids       map[string]WorkerID
+	slots     []slot // index id-1: one per worker, in one slice for one copy a clone
 	inflight  []inFlight
 	prog      scenario.Program
 	returning bool // a return command waits for its callee to answer
@@ -218,10 +224,7 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
 	for i, name := range sc.Workers {
 		id := WorkerID(i + 1)
 		w.ids[name] = id
-		w.cores = append(w.cores, factory(id))
-		w.owned = append(w.owned, true)
-		w.coreKeys = append(w.coreKeys, digest{})
-		w.dead = append(w.dead, false)
+		w.slots = append(w.slots, slot{core: factory(id), owned: true})
 	}
 	return w
 }
@@ -232,11 +235,10 @@ func (w *world) Clone() *world {
 	// Copy on write: a step changes one core or two, so the clone shares
 	// them all and copies each only when it first changes it (core). The
 	// original gives its cores up too, as both now point at them.
-	n.cores = slices.Clone(w.cores)
-	n.owned = make([]bool, len(w.owned))
-	clear(w.owned)
-	n.coreKeys = slices.Clone(w.coreKeys)
-	n.dead = slices.Clone(w.dead)
+	n.slots = slices.Clone(w.slots)
+	for i := range w.slots {
+		w.slots[i].owned, n.slots[i].owned = false, false
+	}
 	n.inflight = slices.Clone(w.inflight)
 	// The program's state and the monitor are shared the same way.
 	n.pOwned, w.pOwned = false, false
@@ -249,16 +251,16 @@ func (w *world) name(id WorkerID) string { return w.sc.Workers[id-1] }
 
 // core is worker id's core, to change: copied first if a clone shares it.
 func (w *world) core(id WorkerID) *core.Core {
-	if !w.owned[id-1] {
-		w.cores[id-1] = w.cores[id-1].Clone()
-		w.owned[id-1] = true
+	s := &w.slots[id-1]
+	if !s.owned {
+		s.core, s.owned = s.core.Clone(), true
 	}
-	w.coreKeys[id-1] = digest{}
-	return w.cores[id-1]
+	s.key = digest{}
+	return s.core
 }
 
 // peek is worker id's core, only to read.
-func (w *world) peek(id WorkerID) *core.Core { return w.cores[id-1] }
+func (w *world) peek(id WorkerID) *core.Core { return w.slots[id-1].core }
 
 func (w *world) fail(inv string, line int, format string, args ...any) {
 	if w.violation == nil {
@@ -279,10 +281,10 @@ func (w *world) Choices() []int {
 	if w.prog.Ready(w) {
 		out = append(out, -1)
 	}
-	seen := map[string]bool{}
+	// A linear search: a handful of messages are in flight, and a map
+	// per state cost more than the comparisons.
 	for i, m := range w.inflight {
-		if !seen[m.key] {
-			seen[m.key] = true
+		if !slices.ContainsFunc(w.inflight[:i], func(e inFlight) bool { return e.digest == m.digest }) {
 			out = append(out, i)
 		}
 	}
@@ -308,7 +310,8 @@ func (w *world) ChoiceKey(c int) string {
 	if c < 0 {
 		return "cmd"
 	}
-	return w.inflight[c].key
+	d := w.inflight[c].digest
+	return string(d.append(make([]byte, 0, 16)))
 }
 
 // Step applies choice c.
@@ -321,7 +324,7 @@ func (w *world) Step(c int) {
 	}
 	m := w.inflight[c]
 	w.inflight = slices.Delete(w.inflight, c, c+1)
-	if w.dead[m.to-1] {
+	if w.slots[m.to-1].dead {
 		return
 	}
 	cr := w.core(m.to)
@@ -471,7 +474,7 @@ func (w *world) Settle() error { return nil }
 
 // What the program waits on and checks.
 
-func (w *world) Alive(wn string) bool { return !w.dead[w.ids[wn]-1] }
+func (w *world) Alive(wn string) bool { return !w.slots[w.ids[wn]-1].dead }
 
 func (w *world) Holds(wn, x string) bool { return w.p.handles.m[w.key(wn, x)] != nil }
 
@@ -506,8 +509,9 @@ func (w *world) Counters(wn string) (scenario.Counters, error) {
 }
 
 func (w *world) Unclean() string {
-	for i, cr := range w.cores {
-		if w.dead[i] {
+	for i := range w.slots {
+		cr := w.slots[i].core
+		if w.slots[i].dead {
 			continue
 		}
 		if n := cr.Counters(); !n.Clean() {
@@ -519,10 +523,10 @@ func (w *world) Unclean() string {
 }
 
 func (w *world) crash(x WorkerID) {
-	if w.dead[x-1] {
+	if w.slots[x-1].dead {
 		return
 	}
-	w.dead[x-1] = true
+	w.slots[x-1].dead = true
 	mon := w.mw()
 	mon.crashed = true
 	kept := w.inflight[:0]
@@ -544,17 +548,15 @@ func (w *world) crash(x WorkerID) {
 			mon.exemptRRef.set(h.rref, true)
 		}
 	}
-	for i := range w.cores {
-		if to := WorkerID(i + 1); to != x && !w.dead[i] {
+	for i := range w.slots {
+		if to := WorkerID(i + 1); to != x && !w.slots[i].dead {
 			w.push(inFlight{from: x, to: to, notice: true})
 		}
 	}
 }
 
 func (w *world) push(m inFlight) {
-	// The key names the message for de-duplicating choices and for the
-	// state key: sender, receiver, then the frame (or "notice").
-	key := make([]byte, 0, 64)
+	key := (*w.scratch)[:0]
 	key = strconv.AppendUint(key, uint64(m.from), 10)
 	key = append(key, '>')
 	key = strconv.AppendUint(key, uint64(m.to), 10)
@@ -564,8 +566,8 @@ func (w *world) push(m inFlight) {
 	} else {
 		key = rref.AppendFrame(key, m.msg)
 	}
-	m.key = string(key)
 	m.digest = digestOf(key)
+	*w.scratch = key
 	w.inflight = append(w.inflight, m)
 	if m.notice {
 		return
@@ -600,7 +602,7 @@ func (w *world) drain(id WorkerID) {
 			w.observe(id, m)
 			ret, isRet := m.Msg.(*rref.CallRet)
 			eager := isRet && w.takeEager(m.To, ret.CallID, id)
-			if w.dead[m.To-1] {
+			if w.slots[m.To-1].dead {
 				continue
 			}
 			if eager {
@@ -737,7 +739,7 @@ func (w *world) fetched(id WorkerID, fr core.FetchResult) {
 			}
 		}
 	case rref.ErrorKindOwnerFailed:
-		if !w.dead[h.rref.Worker-1] && !w.ownerDead(h) {
+		if !w.slots[h.rref.Worker-1].dead && !w.ownerDead(h) {
 			w.fail(rref.InvariantS4, 0, "%s failed with owner-failed, but the owner lives", where)
 		}
 	case rref.ErrorKindTimeout:
@@ -751,7 +753,7 @@ func (w *world) fetched(id WorkerID, fr core.FetchResult) {
 
 func (w *world) ownerDead(h *progHandle) bool {
 	o := w.ownerOf(h.rref)
-	return o != 0 && w.dead[o-1]
+	return o != 0 && w.slots[o-1].dead
 }
 
 // ownerOf is the owner of id as the monitor saw it (the callee of the remote
@@ -835,10 +837,10 @@ func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 		if mon.answered.m[child] {
 			continue
 		}
-		if t, ok := w.p.travel.m[child]; ok && w.dead[t.to-1] {
+		if t, ok := w.p.travel.m[child]; ok && w.slots[t.to-1].dead {
 			continue
 		}
-		if w.childDead(child) || w.dead[w.ownerOf(m.RRef)-1] {
+		if w.childDead(child) || w.slots[w.ownerOf(m.RRef)-1].dead {
 			continue
 		}
 		w.fail(rref.InvariantS2, 0, "%s sent the delete of fork %v while its child %v was not yet answered by the owner", w.name(from), m.Fork, child)
@@ -862,7 +864,7 @@ func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 func (w *world) childDead(f ForkID) bool {
 	for k, h := range w.p.handles.m {
 		if h.fork == f {
-			return w.dead[k.w-1]
+			return w.slots[k.w-1].dead
 		}
 	}
 	return false
@@ -878,19 +880,17 @@ func (w *world) checkFreed(owner WorkerID, id RRefID) {
 	for k := range w.p.handles.m {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].w < keys[j].w || keys[i].w == keys[j].w && keys[i].name < keys[j].name
-	})
+	slices.SortFunc(keys, cmpHandleKey)
 	for _, k := range keys {
 		h := w.p.handles.m[k]
-		if h.rref != id || h.released || w.dead[k.w-1] || mon.exempt.m[h.fork] && h.fork != (ForkID{}) {
+		if h.rref != id || h.released || w.slots[k.w-1].dead || mon.exempt.m[h.fork] && h.fork != (ForkID{}) {
 			continue
 		}
 		w.fail(rref.InvariantS1, 0, "%s freed %v while %s still holds %s", w.name(owner), id, w.name(k.w), k.name)
 		return
 	}
 	for f, t := range w.p.travel.m {
-		if t.rref == id && !w.dead[t.to-1] && !mon.exempt.m[f] {
+		if t.rref == id && !w.slots[t.to-1].dead && !mon.exempt.m[f] {
 			w.fail(rref.InvariantS1, 0, "%s freed %v while a handle to it travels to %s", w.name(owner), id, w.name(t.to))
 			return
 		}
@@ -909,7 +909,7 @@ func (w *world) CheckEnd() {
 	}
 	allReleased := len(w.p.travel.m) == 0
 	for k, h := range w.p.handles.m {
-		if w.dead[k.w-1] {
+		if w.slots[k.w-1].dead {
 			continue
 		}
 		if !h.released {
@@ -919,7 +919,7 @@ func (w *world) CheckEnd() {
 		if h.onOwner || w.mon.refused.m[h.fork] || w.mon.exempt.m[h.fork] || w.mon.exemptRRef.m[h.rref] {
 			continue
 		}
-		if o := w.ownerOf(h.rref); w.dead[o-1] {
+		if o := w.ownerOf(h.rref); w.slots[o-1].dead {
 			continue
 		}
 		if n := w.mon.deletes.m[h.fork]; n != 1 {
@@ -930,8 +930,9 @@ func (w *world) CheckEnd() {
 	if !allReleased {
 		return
 	}
-	for i, cr := range w.cores {
-		if w.dead[i] {
+	for i := range w.slots {
+		cr := w.slots[i].core
+		if w.slots[i].dead {
 			continue
 		}
 		if n := cr.Counters(); !n.Clean() {
@@ -954,8 +955,9 @@ func (w *world) CheckEnd() {
 func (w *world) AppendState(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(w.prog.PC()))
 	b = strconv.AppendBool(b, w.returning)
-	for i, c := range w.cores {
-		if w.dead[i] {
+	for i := range w.slots {
+		c := w.slots[i].core
+		if w.slots[i].dead {
 			b = append(b, 'X')
 			continue
 		}
@@ -966,12 +968,12 @@ func (w *world) AppendState(b []byte) []byte {
 			if cached := c.AppendState(nil); !bytes.Equal(cached, fresh) {
 				w.fail("encoding", 0, "%s's cached state encoding is stale:\n%s", w.name(WorkerID(i+1)), c.Dump())
 			}
-			w.coreKeys[i] = digestOf(fresh)
-		} else if w.coreKeys[i] == (digest{}) {
+			w.slots[i].key = digestOf(fresh)
+		} else if w.slots[i].key == (digest{}) {
 			*w.scratch = c.AppendState((*w.scratch)[:0]) // a shared core is encoded once
-			w.coreKeys[i] = digestOf(*w.scratch)
+			w.slots[i].key = digestOf(*w.scratch)
 		}
-		b = w.coreKeys[i].append(b)
+		b = w.slots[i].key.append(b)
 	}
 	var inflight digest
 	for _, m := range w.inflight {
@@ -998,7 +1000,7 @@ func (p *runState) appendState(b []byte) []byte {
 	for k := range p.handles.m {
 		hk = append(hk, k)
 	}
-	sort.Slice(hk, func(i, j int) bool { return hk[i].w < hk[j].w || hk[i].w == hk[j].w && hk[i].name < hk[j].name })
+	slices.SortFunc(hk, cmpHandleKey)
 	for _, k := range hk {
 		h := p.handles.m[k]
 		// Every variable-length field is delimited: "c1" with handle 2 and
@@ -1063,9 +1065,7 @@ func (m *monitor) appendState(b []byte) []byte {
 			xs = append(xs, id)
 		}
 	}
-	sort.Slice(xs, func(i, j int) bool {
-		return xs[i].Worker < xs[j].Worker || xs[i].Worker == xs[j].Worker && xs[i].Local < xs[j].Local
-	})
+	slices.SortFunc(xs, func(a, b RRefID) int { return cmpFork(ForkID(a), ForkID(b)) })
 	b = append(b, "|x"...)
 	for _, id := range xs { // the set itself: two sets of one size are different states
 		b = appendFork(b, ForkID(id))
@@ -1075,10 +1075,22 @@ func (m *monitor) appendState(b []byte) []byte {
 	return strconv.AppendBool(b, m.crashed)
 }
 
-func sortForks(fs []ForkID) {
-	sort.Slice(fs, func(i, j int) bool {
-		return fs[i].Worker < fs[j].Worker || fs[i].Worker == fs[j].Worker && fs[i].Local < fs[j].Local
-	})
+// The sorts of the state encodings compare with functions, not through
+// sort.Slice's reflection, which allocates on every call.
+func sortForks(fs []ForkID) { slices.SortFunc(fs, cmpFork) }
+
+func cmpFork(a, b ForkID) int {
+	if c := cmp.Compare(a.Worker, b.Worker); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Local, b.Local)
+}
+
+func cmpHandleKey(a, b handleKey) int {
+	if c := cmp.Compare(a.w, b.w); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
 }
 
 func appendForkSet(b []byte, set map[ForkID]bool) []byte {
