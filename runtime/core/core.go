@@ -159,11 +159,12 @@ type Core struct {
 	expired      int
 
 	// shared holds the tables this core shares with a clone, copied on
-	// their first write (cow.go); enc the tables' encodings, those in
-	// encoded valid (AppendState).
-	shared  table
-	encoded table
-	enc     *[segments][]byte // made on first use; copied on write as the tables are (tabEnc)
+	// their first write (cow.go); digests the tables' state digests, those
+	// in digested valid (StateDigest). Held by value: a clone copies them
+	// with the struct, and no allocation is shared.
+	shared   table
+	digested table
+	digests  [segments]Digest
 
 	dupes, bad, illegals int
 	ready                Ready

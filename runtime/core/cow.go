@@ -38,30 +38,30 @@ const (
 	tabAwaiting
 	tabCharged
 	tabIDs // the id generator: 320 bytes most steps never draw from
-	tabEnc // the tables' cached encodings
 	tabEarlyCancels
 	allTables = 1<<iota - 1
 )
 
-// segments are the tables with an encoding of their own (AppendState), in
+// segments are the tables with an encoding of their own (AppendState) and
+// so a digest of their own (StateDigest), in
 // the order they are encoded: the first bits of table, awaiting and charged
 // excepted (awaiting is encoded with owners, charged is what the owners'
 // charges sum to).
 const segments = 9
 
-// encodedWith is what drops the cached encoding of each table when written.
-func encodedWith(t table) table {
+// digestedWith is the cached digest each table is part of.
+func digestedWith(t table) table {
 	if t == tabAwaiting {
 		return tabOwners
 	}
 	return t
 }
 
-// writes drops t's cached encoding (the caller is about to change it),
+// writes drops t's cached digest (the caller is about to change it),
 // and reports whether t is shared, making it this core's own from now on:
 // the caller copies it.
 func (c *Core) writes(t table) bool {
-	c.encoded &^= encodedWith(t)
+	c.digested &^= digestedWith(t)
 	if c.shared&t == 0 {
 		return false
 	}
@@ -165,18 +165,6 @@ func (c *Core) idsW() *rand.ChaCha8 {
 		c.ids = &ids
 	}
 	return c.ids
-}
-
-// encW is the tables' cached encodings, to change.
-func (c *Core) encW() *[segments][]byte {
-	if c.enc == nil {
-		c.enc = new([segments][]byte)
-		c.shared &^= tabEnc
-	} else if c.writes(tabEnc) {
-		enc := *c.enc
-		c.enc = &enc
-	}
-	return c.enc
 }
 
 func (c *Core) earlyCancelsW() *bounded[callKey, struct{}] {

@@ -9,17 +9,17 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestCopyOnWriteAndEncodingCache drives three cores through random
+// TestCopyOnWriteAndDigestCache drives three cores through random
 // operations (values made, remotes, calls passing handles, fetches,
 // releases, runs completed, ticks that expire awaiting records, crashes,
 // deliveries in any order) and, around every one, checks the two promises
 // of cow.go: a clone taken before the operation still encodes as it did
-// (the operation wrote nothing the clone shares), and the cached encoding
-// equals one computed afresh (every write dropped its table's encoding).
+// (the operation wrote nothing the clone shares), and the cached digest
+// equals one computed afresh (every write dropped its table's digest).
 //
 // Ten rounds of rapid's checks: a missed write shows in a few dozen
 // programs, and each costs well under a millisecond.
-func TestCopyOnWriteAndEncodingCache(t *testing.T) {
+func TestCopyOnWriteAndDigestCache(t *testing.T) {
 	for range cowRounds {
 		rapid.Check(t, copyOnWriteProgram)
 		if t.Failed() {
@@ -70,7 +70,7 @@ func copyOnWriteProgram(t *rapid.T) {
 		}
 		c := cores[i]
 		clone := c.Clone()
-		before := clone.AppendStateUncached(nil)
+		before := clone.AppendState(nil)
 		to := rref.WorkerID(rapid.IntRange(1, n).Draw(t, "to"))
 		switch op := rapid.IntRange(0, 9).Draw(t, "op"); op {
 		case 0:
@@ -125,18 +125,18 @@ func copyOnWriteProgram(t *rapid.T) {
 				if !dead[e.To-1] {
 					i, c = int(e.To-1), cores[e.To-1]
 					clone = c.Clone()
-					before = clone.AppendStateUncached(nil)
+					before = clone.AppendState(nil)
 					c.Deliver(e.From, e.Msg)
 				}
 			}
 		}
 		collect(i)
-		if after := clone.AppendStateUncached(nil); !bytes.Equal(before, after) {
+		if after := clone.AppendState(nil); !bytes.Equal(before, after) {
 			t.Fatalf("step %d: worker %d's operation changed a clone taken before it", step, i+1)
 		}
 		for j, x := range cores {
-			if cached, fresh := x.AppendState(nil), x.AppendStateUncached(nil); !bytes.Equal(cached, fresh) {
-				t.Fatalf("step %d: worker %d's cached encoding is stale:\n%s", step, j+1, x.Dump())
+			if cached, fresh := x.StateDigest(), x.RecomputeStateDigest(); cached != fresh {
+				t.Fatalf("step %d: worker %d's cached state digest is stale:\n%s", step, j+1, x.Dump())
 			}
 		}
 	}

@@ -8,12 +8,17 @@ import (
 // sortedKeys lists m's keys in the order compare gives: maps are walked in
 // a fixed order so outputs, state encodings and replays are deterministic.
 func sortedKeys[K comparable, V any](m map[K]V, compare func(a, b K) int) []K {
-	out := make([]K, 0, len(m))
+	return appendSortedKeys(make([]K, 0, len(m)), m, compare)
+}
+
+// appendSortedKeys is sortedKeys into dst: the state encodings pass an
+// array on their stack, as they run for every state an explorer meets.
+func appendSortedKeys[K comparable, V any](dst []K, m map[K]V, compare func(a, b K) int) []K {
 	for k := range m {
-		out = append(out, k)
+		dst = append(dst, k)
 	}
-	slices.SortFunc(out, compare)
-	return out
+	slices.SortFunc(dst, compare)
+	return dst
 }
 
 func compareRRefs(a, b RRefID) int {

@@ -2,7 +2,9 @@ package core
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 
@@ -28,34 +30,68 @@ func (c *Core) Clone() *Core {
 // counters of duplicates and bad input), so equal states encode equally.
 // The id generator is encoded as the count of values drawn from it: cores
 // compared are one core's clones, with one seed.
-//
-// Each table's encoding is kept until the table is next written (its
-// accessor, cow.go, drops it) and shared with clones: an explorer encodes
-// every state, and a step changes one table or three.
 func (c *Core) AppendState(b []byte) []byte {
-	b = c.appendHeader(b)
-	for seg := range segments {
-		t := table(1) << seg
-		if c.encoded&t == 0 {
-			enc := c.encW()
-			// A new slice, never one appended to: clones share the old one.
-			enc[seg] = c.appendTable(t, make([]byte, 0, max(2*len(enc[seg]), 16)))
-			c.encoded |= t
-		}
-		b = append(b, c.enc[seg]...)
-	}
-	return b
-}
-
-// AppendStateUncached is AppendState computed afresh, every table encoded
-// anew: the check that the cached encodings are dropped whenever their
-// table changes compares the two.
-func (c *Core) AppendStateUncached(b []byte) []byte {
 	b = c.appendHeader(b)
 	for seg := range segments {
 		b = c.appendTable(table(1)<<seg, b)
 	}
 	return b
+}
+
+// Digest is a 128-bit fingerprint of a state: two lanes of maphash with
+// independent seeds. A collision merges two states an explorer tells
+// apart; at 2^-128 a pair it is never the likeliest error.
+type Digest [2]uint64
+
+// digestSeeds are fixed for the process: every search in it, on any
+// number of goroutines, fingerprints alike. Digests are not comparable
+// across processes.
+var digestSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func digestOf(b []byte) Digest {
+	return Digest{maphash.Bytes(digestSeeds[0], b), maphash.Bytes(digestSeeds[1], b)}
+}
+
+// digestScratch is the stack room a state digest is encoded in: a table of
+// a few records fits, and a larger one grows onto the heap.
+const digestScratch = 512
+
+// StateDigest fingerprints the state AppendState encodes, for explorers
+// that key their visited sets by state: equal states have equal digests in
+// one process. Each table's digest is kept until the table is next written
+// (its accessor, cow.go, drops it), so a step that changes one table or
+// three rehashes those only.
+func (c *Core) StateDigest() Digest {
+	var scratch [digestScratch]byte
+	for seg := range segments {
+		if t := table(1) << seg; c.digested&t == 0 {
+			c.digests[seg] = digestOf(c.appendTable(t, scratch[:0]))
+			c.digested |= t
+		}
+	}
+	return c.combine(scratch[:0])
+}
+
+// RecomputeStateDigest is StateDigest with every table hashed anew and no
+// cache read or written: an explorer's check that the cached digests are
+// dropped whenever their table changes compares the two.
+func (c *Core) RecomputeStateDigest() Digest {
+	var scratch [digestScratch]byte
+	fresh := *c
+	for seg := range segments {
+		fresh.digests[seg] = digestOf(c.appendTable(table(1)<<seg, scratch[:0]))
+	}
+	return fresh.combine(scratch[:0])
+}
+
+// combine digests the header and the tables' digests.
+func (c *Core) combine(b []byte) Digest {
+	b = c.appendHeader(b)
+	for _, d := range c.digests {
+		b = binary.LittleEndian.AppendUint64(b, d[0])
+		b = binary.LittleEndian.AppendUint64(b, d[1])
+	}
+	return digestOf(b)
 }
 
 func (c *Core) appendHeader(b []byte) []byte {
@@ -67,19 +103,26 @@ func (c *Core) appendHeader(b []byte) []byte {
 }
 
 // appendTable appends the encoding of table t.
+// keysOnStack is how many keys of a table are sorted in an array on the
+// stack: the tables of an explored state hold a few records; a larger one
+// spills onto the heap.
+const keysOnStack = 16
+
 func (c *Core) appendTable(t table, b []byte) []byte {
 	u := genrt.AppendUvarint
 	switch t {
 	case tabOwners:
 		b = u(b, uint64(len(c.owners)))
-		for _, id := range sortedRRefs(c.owners) {
+		var ids [keysOnStack]RRefID
+		for _, id := range appendSortedKeys(ids[:0], c.owners, compareRRefs) {
 			o := c.owners[id]
 			b = rref.AppendRRefID(b, &id)
 			b = append(b, byte(o.state), byte(o.err))
 			b = genrt.AppendBytes(b, o.value)
 			b = u(b, uint64(o.local))
 			b = u(b, uint64(len(o.forks)))
-			for _, fid := range sortedForks(o.forks) {
+			var fids [keysOnStack]ForkID
+			for _, fid := range appendSortedKeys(fids[:0], o.forks, compareForks) {
 				f := o.forks[fid]
 				b = rref.AppendForkID(b, &fid)
 				b = append(b, byte(f.state))
@@ -100,7 +143,8 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 		}
 	case tabUsers:
 		b = u(b, uint64(len(c.users)))
-		for _, fid := range sortedForks(c.users) {
+		var fids [keysOnStack]ForkID
+		for _, fid := range appendSortedKeys(fids[:0], c.users, compareForks) {
 			x := c.users[fid]
 			b = rref.AppendForkID(b, &fid)
 			b = append(b, byte(x.state))
@@ -112,14 +156,16 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 		}
 	case tabPins:
 		b = u(b, uint64(len(c.pins)))
-		for _, fid := range sortedForks(c.pins) {
+		var fids [keysOnStack]ForkID
+		for _, fid := range appendSortedKeys(fids[:0], c.pins, compareForks) {
 			p := c.pins[fid]
 			b = rref.AppendForkID(b, &fid)
 			b = append(b, byte(p.state))
 		}
 	case tabHandles:
 		b = u(b, uint64(len(c.handles)))
-		for _, h := range sortedHandles(c.handles) {
+		var hs [keysOnStack]HandleID
+		for _, h := range appendSortedKeys(hs[:0], c.handles, cmp.Compare[HandleID]) {
 			x := c.handles[h]
 			b = u(b, uint64(h))
 			b = append(b, byte(x.kind), byte(x.lost))
@@ -128,27 +174,32 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 		}
 	case tabFetches:
 		b = u(b, uint64(len(c.fetches)))
-		for _, id := range sortedU64(c.fetches) {
+		var ids [keysOnStack]uint64
+		for _, id := range appendSortedKeys(ids[:0], c.fetches, cmp.Compare[uint64]) {
 			b = u(b, id)
 		}
 	case tabCalls:
 		b = u(b, uint64(len(c.calls)))
-		for _, id := range sortedU64(c.calls) {
+		var ids [keysOnStack]uint64
+		for _, id := range appendSortedKeys(ids[:0], c.calls, cmp.Compare[uint64]) {
 			b = u(b, id)
 		}
 	case tabDead:
 		b = u(b, uint64(len(c.dead)))
-		for _, w := range sortedKeys(c.dead, cmp.Compare[WorkerID]) {
+		var ws [keysOnStack]WorkerID
+		for _, w := range appendSortedKeys(ws[:0], c.dead, cmp.Compare[WorkerID]) {
 			b = u(b, uint64(w))
 		}
 	case tabTombs:
 		b = u(b, uint64(len(c.tombs.m)))
-		for _, id := range sortedRRefs(c.tombs.m) {
+		var ids [keysOnStack]RRefID
+		for _, id := range appendSortedKeys(ids[:0], c.tombs.m, compareRRefs) {
 			b = rref.AppendRRefID(b, &id)
 		}
 	case tabGoneForks:
 		b = u(b, uint64(len(c.goneForks.m)))
-		for _, id := range sortedForks(c.goneForks.m) {
+		var fids [keysOnStack]ForkID
+		for _, id := range appendSortedKeys(fids[:0], c.goneForks.m, compareForks) {
 			b = rref.AppendForkID(b, &id)
 		}
 	}
