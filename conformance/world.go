@@ -276,7 +276,7 @@ func (w *world) Finished() bool { return w.prog.Done() && len(w.inflight) == 0 }
 // Choices lists what may happen next: -1 runs the next command, i >= 0
 // delivers in-flight message i. Identical messages are offered once.
 func (w *world) Choices() []int {
-	var out []int
+	out := make([]int, 0, len(w.inflight)+1)
 	if w.prog.Ready(w) {
 		out = append(out, -1)
 	}

@@ -23,7 +23,7 @@ func (c *Core) NewLocal(value []byte) HandleID {
 // worker is this one, the value is created here, with the owner's own fork
 // (fork == rref) as the handle.
 func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) (HandleID, error) {
-	if c.dead[worker] {
+	if c.dead.has(worker) {
 		return 0, fmt.Errorf("%w: remote to worker %d", ErrPeerDead, worker)
 	}
 	if err := c.checkPassable(refs, true); err != nil {
@@ -65,7 +65,7 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 // CallWithin is Call with the caller's remaining time (0: none), which
 // travels with the call and bounds the callee's run of it (Run.Timeout).
 func (c *Core) CallWithin(worker WorkerID, fn string, args []byte, refs []HandleID, timeout time.Duration) (uint64, error) {
-	if c.dead[worker] {
+	if c.dead.has(worker) {
 		return 0, fmt.Errorf("%w: call to worker %d", ErrPeerDead, worker)
 	}
 	if err := c.checkPassable(refs, true); err != nil {
@@ -92,7 +92,7 @@ func (c *Core) CancelCall(id uint64) {
 // dropped, and a child forked for it would stay pinned (or, on the owner,
 // counted) with nobody left to answer.
 func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID, fail Failure) error {
-	if c.dead[to] {
+	if c.dead.has(to) {
 		return nil
 	}
 	if err := c.checkPassable(refs, true); err != nil {
@@ -423,7 +423,7 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 	c.usersW()[d.Fork] = u
 	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: d.RRef, fork: d.Fork})
 	switch {
-	case c.dead[d.Owner]:
+	case c.dead.has(d.Owner):
 		c.stepUser(u, rref.UserOnOwnerFailed)
 	case parentIsOwner:
 		c.stepUser(u, rref.UserOnConfirm) // the owner knew this fork when it sent it

@@ -139,7 +139,7 @@ type Core struct {
 	handles map[HandleID]*handleRec
 	fetches map[uint64]fetchRec
 	calls   map[uint64]WorkerID
-	dead    map[WorkerID]bool
+	dead    deadSet
 
 	tombs bounded[RRefID, tombstone] // freed or never-created values
 	// earlyCancels remembers CallCancels whose Call has not arrived (a
@@ -231,7 +231,6 @@ func New(self WorkerID, opts ...Option) *Core {
 		handles:      map[HandleID]*handleRec{},
 		fetches:      map[uint64]fetchRec{},
 		calls:        map[uint64]WorkerID{},
-		dead:         map[WorkerID]bool{},
 		awaiting:     map[RRefID]uint64{},
 		charged:      map[WorkerID]int{},
 		tombLimit:    DefaultTombstones,
@@ -282,7 +281,7 @@ func (c *Core) TakeReadyInto(r *Ready) {
 func (c *Core) HasReady() bool { return !c.ready.Empty() }
 
 func (c *Core) send(to WorkerID, m rref.Message) {
-	if c.dead[to] {
+	if c.dead.has(to) {
 		return // the network drops what is sent to the dead
 	}
 	c.ready.Messages = append(c.ready.Messages, Envelope{From: c.self, To: to, Msg: m})
@@ -414,7 +413,7 @@ func (c *Core) ownerOf(id RRefID) (*ownerRec, ErrorKind) {
 		// record was freed and its tombstone since forgotten, or never minted.
 		return nil, rref.ErrorKindDeleted
 	}
-	if c.dead[id.Worker] {
+	if c.dead.has(id.Worker) {
 		// Its creator died before its RemoteCall arrived: it never will.
 		c.tombstone(id, rref.ErrorKindLost)
 		return nil, rref.ErrorKindLost

@@ -141,7 +141,6 @@ func flatW[K comparable, V any](c *Core, t table, m *map[K]V) map[K]V {
 func (c *Core) handlesW() map[HandleID]*handleRec { return flatW(c, tabHandles, &c.handles) }
 func (c *Core) fetchesW() map[uint64]fetchRec     { return flatW(c, tabFetches, &c.fetches) }
 func (c *Core) callsW() map[uint64]WorkerID       { return flatW(c, tabCalls, &c.calls) }
-func (c *Core) deadW() map[WorkerID]bool          { return flatW(c, tabDead, &c.dead) }
 func (c *Core) awaitingW() map[RRefID]uint64      { return flatW(c, tabAwaiting, &c.awaiting) }
 func (c *Core) chargedW() map[WorkerID]int        { return flatW(c, tabCharged, &c.charged) }
 

@@ -17,7 +17,7 @@ import (
 // slices only through the Ready it produces (arguments, results, values):
 // once that is acted on, the caller may reuse the frame m came in.
 func (c *Core) Deliver(from WorkerID, m rref.Message) error {
-	if c.dead[from] {
+	if c.dead.has(from) {
 		return nil // a message from a worker declared dead is dropped, as the network would
 	}
 	switch m := m.(type) {
@@ -391,10 +391,11 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 // reclaimed, pins on its children dropped, fetches from it failed, values it
 // was about to create given up, and calls to it failed.
 func (c *Core) PeerFailed(w WorkerID) {
-	if w == c.self || c.dead[w] {
+	if w == c.self || c.dead.has(w) {
 		return
 	}
-	c.deadW()[w] = true
+	c.writes(tabDead) // drops its digest; the set itself is replaced, never changed
+	c.dead = c.dead.with(w)
 	// Maps are walked in sorted order so the outputs, and every replay, are deterministic.
 	var lose map[RRefID]bool
 	for _, id := range sortedRRefs(c.owners) {

@@ -186,8 +186,7 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 		}
 	case tabDead:
 		b = u(b, uint64(len(c.dead)))
-		var ws [keysOnStack]WorkerID
-		for _, w := range appendSortedKeys(ws[:0], c.dead, cmp.Compare[WorkerID]) {
+		for _, w := range c.dead { // sorted
 			b = u(b, uint64(w))
 		}
 	case tabTombs:
