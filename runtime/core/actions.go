@@ -12,7 +12,7 @@ import (
 // NewLocal creates an OwnerRRef on this worker holding value (RRef(v)).
 func (c *Core) NewLocal(value []byte) HandleID {
 	id := RRefID{Worker: c.self, Local: c.newID()}
-	o := &ownerRec{state: rref.OwnerStart, value: value, local: 1}
+	o := &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}, value: value, local: 1}
 	c.stepOwner(o, rref.OwnerOnLocal)
 	c.ownersW()[id] = o
 	return c.newHandle(&handleRec{kind: handleOwner, rref: id})
@@ -32,11 +32,11 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 	id := RRefID{Worker: c.self, Local: c.newID()}
 	if worker == c.self {
 		self := asFork(id)
-		o := &ownerRec{state: rref.OwnerStart}
+		o := &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
 		c.stepOwner(o, rref.OwnerOnCreate)
 		f := forkRec{state: rref.ForkStart, holder: c.self}
 		c.stepFork(&f, rref.ForkOnCreate)
-		o.forks.set(self, f)
+		o.forks[self] = f
 		o.known++
 		c.ownersW()[id] = o
 		h := c.newHandle(&handleRec{kind: handleSelfFork, rref: id, fork: self})
@@ -213,7 +213,7 @@ func (c *Core) Release(h HandleID) error {
 		if o == nil {
 			return nil
 		}
-		f, ok := o.forks.get(hr.fork)
+		f, ok := o.forks[hr.fork]
 		if ok && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
 			c.storeFork(o, hr.fork, f)
 			o.known--
@@ -315,7 +315,7 @@ func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 	if hr.kind == handleOwner || hr.kind == handleSelfFork {
 		o := c.ownersW()[hr.rref]
 		for {
-			if _, taken := o.forks.get(child); !taken {
+			if _, taken := o.forks[child]; !taken {
 				break
 			}
 			child.Local = c.newID() // the owner's forks of a value are not in idTaken's maps
@@ -325,7 +325,7 @@ func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 		d := rref.RRefDesc{Owner: c.self, RRef: hr.rref, Fork: child, Parent: asFork(hr.rref)}
 		f := forkRec{state: rref.ForkStart, holder: to}
 		c.stepFork(&f, rref.ForkOnCreate)
-		o.forks.set(child, f)
+		o.forks[child] = f
 		o.known++
 		return d
 	}
@@ -408,7 +408,7 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 		o.local++
 		if !parentIsOwner {
 			c.send(from, c.pools().childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork}))
-		} else if f, ok := o.forks.get(d.Fork); ok && f.holder == c.self && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
+		} else if f, ok := o.forks[d.Fork]; ok && f.holder == c.self && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
 			// The owner's own fork came home: the local handle now holds the value.
 			c.storeFork(o, d.Fork, f)
 			o.known--

@@ -60,9 +60,9 @@ type ownerRec struct {
 	err     ErrorKind
 	errCode string
 	errMsg  string
-	forks   forkTable // every live fork the owner has heard of
-	known   int       // forks in state known
-	local   int       // local handles on the owner
+	forks   map[ForkID]forkRec // every fork the owner has heard of, deleted ones included
+	known   int                // forks in state known
+	local   int                // local handles on the owner
 	waiting []waitingFetch
 	charges []charge // awaiting only: what each peer added, refunded when it settles
 }
@@ -380,10 +380,10 @@ func (c *Core) tombstone(id RRefID, kind ErrorKind) { c.tombsW().add(id, tombsto
 // owner and remembered, boundedly, as gone, so memory follows live forks only.
 func (c *Core) storeFork(o *ownerRec, id ForkID, f forkRec) {
 	if !f.state.IsFinal() {
-		o.forks.set(id, f)
+		o.forks[id] = f
 		return
 	}
-	o.forks.del(id)
+	delete(o.forks, id)
 	c.goneForksW().add(id, struct{}{})
 }
 
@@ -432,7 +432,7 @@ func (c *Core) admit(from WorkerID, id RRefID, o *ownerRec, code rref.Code, what
 		return nil, c.refuseErr(from, code, ErrPendingLimit, "%s for %v, not yet created: %d such records already", what, id, c.charged[from])
 	}
 	if o == nil {
-		o = &ownerRec{state: rref.OwnerStart}
+		o = &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
 		if c.stepOwner(o, rref.OwnerOnAwait) != genrt.Moved {
 			return nil, &BadInputError{From: from, Code: code, Why: "no record can await " + fmtRRef(id)}
 		}

@@ -76,7 +76,7 @@ func (c *Core) ownersW() map[RRefID]*ownerRec {
 		owners := make(map[RRefID]*ownerRec, len(c.owners))
 		for id, o := range c.owners {
 			oo := *o
-			oo.forks = slices.Clone(o.forks)
+			oo.forks = maps.Clone(o.forks)
 			oo.waiting = slices.Clone(o.waiting)
 			oo.charges = slices.Clone(o.charges)
 			owners[id] = &oo

@@ -16,7 +16,7 @@ func TestNewIDSkipsIDsInUse(t *testing.T) {
 	for i := range next {
 		next[i] = peek.Uint64()
 	}
-	c.owners[RRefID{Worker: 1, Local: next[0]}] = &ownerRec{}
+	c.owners[RRefID{Worker: 1, Local: next[0]}] = &ownerRec{forks: map[ForkID]forkRec{}}
 	c.tombstone(RRefID{Worker: 1, Local: next[1]}, rref.ErrorKindDeleted)
 	c.users[ForkID{Worker: 1, Local: next[2]}] = &userRec{}
 	c.pins[ForkID{Worker: 1, Local: next[3]}] = &pinRec{}
@@ -37,7 +37,7 @@ func TestOwnerForkSkipsItsForks(t *testing.T) {
 	id := c.handles[h].rref
 	peek := *c.ids
 	taken, free := peek.Uint64(), peek.Uint64()
-	c.owners[id].forks.set(ForkID{Worker: 2, Local: taken}, forkRec{state: rref.ForkKnown, holder: 3})
+	c.owners[id].forks[ForkID{Worker: 2, Local: taken}] = forkRec{state: rref.ForkKnown, holder: 3}
 	d := c.fork(c.handles[h], 3)
 	if d.Fork.Local != free {
 		t.Fatalf("minted fork %d, want %d (%d is a fork of the value already)", d.Fork.Local, free, taken)

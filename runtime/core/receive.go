@@ -110,7 +110,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	o := c.ownersW()[m.RRef]
 	created := o == nil
 	if created {
-		o = &ownerRec{state: rref.OwnerStart}
+		o = &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
 	}
 	awaited := o.state == rref.OwnerAwaiting
 	if c.stepOwner(o, rref.OwnerOnCreate) != genrt.Moved {
@@ -123,7 +123,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	if awaited {
 		c.settleAwait(m.RRef, o)
 	}
-	if f, ok := o.forks.get(m.Fork); ok {
+	if f, ok := o.forks[m.Fork]; ok {
 		if f.holder != from {
 			// A fork request overtook the RemoteCall naming the creator's own
 			// fork: only its creator holds it, so the request was a squat.
@@ -131,11 +131,11 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 			// this fork are refused from now on.
 			c.refuseErr(f.holder, rref.CodeForkRequest, ErrForkHeld, "fork %v of %v is its creator's, worker %d", m.Fork, m.RRef, from)
 			f.holder = from
-			o.forks.set(m.Fork, f)
+			o.forks[m.Fork] = f
 		}
 	} else if c.stepFork(&f, rref.ForkOnCreate) == genrt.Moved {
 		f.holder = from
-		o.forks.set(m.Fork, f)
+		o.forks[m.Fork] = f
 		o.known++
 	}
 	c.send(from, c.pools().remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
@@ -206,7 +206,7 @@ func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
 		return nil
 	}
 	if o != nil {
-		if f, ok := o.forks.get(m.Fork); ok && f.holder != from {
+		if f, ok := o.forks[m.Fork]; ok && f.holder != from {
 			c.send(from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindBadRequest}))
 			return c.refuseErr(from, rref.CodeFetchCall, ErrForkHeld, "fetch through fork %v, held by worker %d", m.Fork, f.holder)
 		}
@@ -272,7 +272,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	var f forkRec
 	seen := false
 	if o != nil {
-		f, seen = o.forks.get(m.Fork)
+		f, seen = o.forks[m.Fork]
 	}
 	if !seen && c.forkGone(m.Fork) {
 		// Resent after the fork was deleted, or asked for by the real child
@@ -287,7 +287,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		return c.refuseErr(from, rref.CodeForkRequest, ErrForkHeld, "fork %v is held by worker %d", m.Fork, f.holder)
 	}
 	if !seen && o != nil {
-		if p, ok := o.forks.get(m.Parent); ok && p.holder != m.Fork.Worker {
+		if p, ok := o.forks[m.Parent]; ok && p.holder != m.Fork.Worker {
 			// A child's id is minted by its parent's holder.
 			c.goneForksW().add(m.Fork, struct{}{})
 			refused()
@@ -316,7 +316,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		return nil
 	}
 	if !mutant(mutAckUnrecorded) {
-		o.forks.set(m.Fork, f)
+		o.forks[m.Fork] = f
 		o.known++
 	}
 	c.send(from, c.pools().forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork}))
@@ -362,7 +362,7 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 	if o == nil {
 		return c.refuse(from, rref.CodeUserDelete, "delete for unknown %v", m.RRef)
 	}
-	f, ok := o.forks.get(m.Fork)
+	f, ok := o.forks[m.Fork]
 	if !ok && c.forkGone(m.Fork) {
 		c.dupes++
 		return nil
@@ -403,9 +403,8 @@ func (c *Core) PeerFailed(w WorkerID) {
 			continue // read, not copied: a crash reaches few of a core's values
 		}
 		o := c.ownersW()[id]
-		var fids [keysOnStack]ForkID
-		for _, fid := range appendForkIDs(fids[:0], o.forks) { // storeFork may drop the fork walked
-			f, _ := o.forks.get(fid)
+		for _, fid := range sortedForks(o.forks) {
+			f := o.forks[fid]
 			if f.holder == w && !mutant(mutDeadHolderKept) && c.stepFork(&f, rref.ForkOnHolderFailed) == genrt.Moved {
 				c.storeFork(o, fid, f)
 				o.known--

@@ -121,8 +121,10 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			b = genrt.AppendBytes(b, o.value)
 			b = u(b, uint64(o.local))
 			b = u(b, uint64(len(o.forks)))
-			for _, f := range o.forks { // sorted
-				b = rref.AppendForkID(b, &f.id)
+			var fids [keysOnStack]ForkID
+			for _, fid := range appendSortedKeys(fids[:0], o.forks, compareForks) {
+				f := o.forks[fid]
+				b = rref.AppendForkID(b, &fid)
 				b = append(b, byte(f.state))
 				b = u(b, uint64(f.holder))
 			}
@@ -250,9 +252,9 @@ func (c *Core) Hot() []string {
 		if o.state.IsHot() {
 			out = append(out, fmt.Sprintf("Owner %s %s", fmtRRef(id), o.state))
 		}
-		for _, f := range o.forks {
-			if f.state.IsHot() {
-				out = append(out, fmt.Sprintf("Fork %s %s", fmtFork(f.id), f.state))
+		for _, fid := range sortedForks(o.forks) {
+			if f := o.forks[fid]; f.state.IsHot() {
+				out = append(out, fmt.Sprintf("Fork %s %s", fmtFork(fid), f.state))
 			}
 		}
 	}
@@ -287,8 +289,9 @@ func (c *Core) Dump() string {
 			fmt.Fprintf(&b, " waiting=%d", len(o.waiting))
 		}
 		b.WriteString("\n")
-		for _, f := range o.forks {
-			fmt.Fprintf(&b, "  fork %s %s holder=%d\n", fmtFork(f.id), f.state, f.holder)
+		for _, fid := range sortedForks(o.forks) {
+			f := o.forks[fid]
+			fmt.Fprintf(&b, "  fork %s %s holder=%d\n", fmtFork(fid), f.state, f.holder)
 		}
 	}
 	for _, fid := range sortedForks(c.users) {
@@ -402,8 +405,8 @@ func (c *Core) Held() []Held {
 	for _, id := range sortedRRefs(c.owners) {
 		o := c.owners[id]
 		h := Held{Kind: HeldValue, RRef: id, Owner: c.self, Value: o.value, Local: o.local, Failed: o.err, FailMsg: o.errMsg}
-		for _, f := range o.forks {
-			if f.state == rref.ForkKnown && !slices.Contains(h.Holders, f.holder) {
+		for _, fid := range sortedForks(o.forks) {
+			if f := o.forks[fid]; f.state == rref.ForkKnown && !slices.Contains(h.Holders, f.holder) {
 				h.Holders = append(h.Holders, f.holder)
 			}
 		}
