@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +39,10 @@ type callCtx struct {
 	timer    *time.Timer     // closes done at the deadline, once Done was asked for
 	unlink   func() bool     // stops watching the parent, once Done was asked for
 	claimed  bool            // a function runs in it (w.mu)
+	// next is the context of a later call with the same key (w.mu): a
+	// peer that repeats a call id. Chained in the context itself so that
+	// the usual key, with one call, costs the map no slice of its own.
+	next *callCtx
 }
 
 func (c *callCtx) Deadline() (time.Time, bool) {
@@ -131,14 +134,22 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 			c.err = context.Canceled
 		}
 		key := callKey{run.From, run.CallID}
-		w.calling[key] = append(w.calling[key], c)
+		if first := w.calling[key]; first == nil {
+			w.calling[key] = c
+		} else {
+			last := first
+			for last.next != nil {
+				last = last.next
+			}
+			last.next = c
+		}
 	}
 	for _, f := range rd.Freed {
 		delete(w.valueTypes, f.RRef)
 	}
 	for _, cancel := range rd.Cancels {
 		// A peer names only its own calls: the key holds its id.
-		for _, c := range w.calling[callKey{cancel.From, cancel.CallID}] {
+		for c := w.calling[callKey{cancel.From, cancel.CallID}]; c != nil; c = c.next {
 			c.end(context.Canceled)
 		}
 	}
@@ -149,7 +160,7 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 func (w *Worker) callContext(parent context.Context, run core.Run) *callCtx {
 	w.mu.Lock()
 	var c *callCtx
-	for _, x := range w.calling[callKey{run.From, run.CallID}] {
+	for x := w.calling[callKey{run.From, run.CallID}]; x != nil; x = x.next {
 		if !x.claimed {
 			c = x
 			break
@@ -170,14 +181,19 @@ func (w *Worker) callContext(parent context.Context, run core.Run) *callCtx {
 // with w.mu held.
 func (w *Worker) endCall(run core.Run, c *callCtx) {
 	key := callKey{run.From, run.CallID}
-	cs := w.calling[key]
-	if i := slices.Index(cs, c); i >= 0 {
-		cs = slices.Delete(cs, i, i+1)
-	}
-	if len(cs) == 0 {
-		delete(w.calling, key)
+	if first := w.calling[key]; first == c && c != nil {
+		if c.next == nil {
+			delete(w.calling, key)
+		} else {
+			w.calling[key] = c.next
+		}
 	} else {
-		w.calling[key] = cs
+		for x := first; x != nil; x = x.next {
+			if x.next == c && c != nil {
+				x.next = c.next
+				break
+			}
+		}
 	}
 	if c != nil {
 		c.end(context.Canceled)

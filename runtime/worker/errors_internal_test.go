@@ -61,7 +61,7 @@ func TestFailuresRoundTrip(t *testing.T) {
 // context, once; one that arrives before the function runs is kept; a
 // call's deadline and its end are seen with or without Done asked for.
 func TestCancelsNameOnlyTheirSendersCalls(t *testing.T) {
-	w := &Worker{calling: map[callKey][]*callCtx{}}
+	w := &Worker{calling: map[callKey]*callCtx{}}
 	run := core.Run{Kind: core.RunCall, From: 2, CallID: 5}
 	w.trackCalls(&core.Ready{Runs: []core.Run{run}})
 	w.trackCalls(&core.Ready{Cancels: []core.Cancel{{From: 3, CallID: 5}}})
@@ -112,7 +112,7 @@ func TestCancelsNameOnlyTheirSendersCalls(t *testing.T) {
 	for _, rc := range []struct {
 		r core.Run
 		c *callCtx
-	}{{run, ctx}, {timed, tctx}, {lazy, lctx}, {closing, pctx}, {early, w.calling[callKey{2, 6}][0]}, {pending, w.calling[callKey{2, 7}][0]}} {
+	}{{run, ctx}, {timed, tctx}, {lazy, lctx}, {closing, pctx}, {early, w.calling[callKey{2, 6}]}, {pending, w.calling[callKey{2, 7}]}} {
 		w.endCall(rc.r, rc.c)
 	}
 	if len(w.calling) != 0 {

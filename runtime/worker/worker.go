@@ -133,7 +133,7 @@ type Worker struct {
 	calls   waiting[core.CallResult]
 	fetches waiting[core.FetchResult]
 	kept    map[core.HandleID]bool // argument RRefs a function kept
-	calling map[callKey][]*callCtx // calls from peers being run (cancel.go)
+	calling map[callKey]*callCtx   // calls from peers being run, chained by key (cancel.go)
 	// valueTypes are the types of the values this worker owns, when known
 	// (NewRRef, a Remote of a registered function), so that a LeakError
 	// can show them decoded.
@@ -185,7 +185,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
 		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
-		calling: map[callKey][]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
+		calling: map[callKey]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
 		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	for i := range names {
