@@ -125,6 +125,9 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 	f.Type().Id("Decoder").StructFunc(func(g *jen.Group) {
 		g.Comment("Limits bound what is accepted; the zero value means DefaultLimits.")
 		g.Id("Limits").Add(rt("Limits"))
+		g.Comment("strings are the string fields decoded so far (unless Limits.Strings is set):")
+		g.Comment("a string that repeats from frame to frame is allocated once.")
+		g.Id("strings").Add(rt("Interner"))
 		for _, m := range p.Messages {
 			g.Id(m.GoSlot).Id(m.GoName)
 		}
@@ -132,8 +135,13 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 	f.Line()
 	f.Comment("Decode decodes one whole frame, as the package-level Decode does.")
 	f.Func().Params(jen.Id("d").Op("*").Id("Decoder")).Id("Decode").Params(jen.Id("b").Index().Byte()).Params(jen.Id("Message"), jen.Error()).Block(
-		jen.Id("lim").Op(":=").Op("&").Id("d").Dot("Limits"),
-		jen.If(jen.Op("*").Id("lim").Op("==").Parens(rt("Limits").Values())).Block(jen.Id("lim").Op("=").Op("&").Add(rt("DefaultLimits"))),
+		jen.Id("limits").Op(":=").Id("d").Dot("Limits"),
+		jen.Id("strs").Op(":=").Id("limits").Dot("Strings"),
+		jen.If(jen.Id("strs").Op("==").Nil()).Block(jen.Id("strs").Op("=").Op("&").Id("d").Dot("strings")),
+		jen.Id("limits").Dot("Strings").Op("=").Nil(),
+		jen.If(jen.Id("limits").Op("==").Parens(rt("Limits").Values())).Block(jen.Id("limits").Op("=").Add(rt("DefaultLimits"))),
+		jen.Id("limits").Dot("Strings").Op("=").Id("strs"),
+		jen.Id("lim").Op(":=").Op("&").Id("limits"),
 		jen.List(jen.Id("code"), bodyVar(p), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Switch(jen.Id("code")).BlockFunc(func(g *jen.Group) {

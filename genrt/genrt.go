@@ -39,6 +39,10 @@ type Limits struct {
 	// of itself) may nest; 0 means DefaultMaxDepth. Without it a frame of
 	// nested one-element lists, two bytes a level, would exhaust the stack.
 	MaxDepth int
+	// Strings, when set, gives equal string fields one string (Interner):
+	// a generated Decoder sets its own, so the strings that repeat from
+	// message to message (a function's name) are allocated once.
+	Strings *Interner
 }
 
 // DefaultMaxDepth is the nesting a recursive struct may reach when Limits
@@ -223,6 +227,9 @@ func ConsumeString(b []byte, lim *Limits) (string, int, error) {
 	v, n, err := ConsumeBytes(b, lim)
 	if err != nil {
 		return "", 0, err
+	}
+	if lim != nil && lim.Strings != nil {
+		return lim.Strings.Intern(v), n, nil
 	}
 	return string(v), n, nil
 }
