@@ -113,7 +113,7 @@ func TestRPCTableMeasuresEveryCell(t *testing.T) {
 // two-process shm one included: go test -bench RPC ./internal/bench.
 func BenchmarkRPC(b *testing.B) {
 	for _, mk := range RPCSystems() {
-		s, err := mk()
+		s, err := mk.make()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -126,6 +126,25 @@ func BenchmarkRPC(b *testing.B) {
 				}
 			}
 		})
+		s.close()
+	}
+}
+
+// TestSystemNamesMatchWhatTheyMake: a table narrowed by name (-only) picks
+// systems by the names they are listed under, which must be the names
+// they report.
+func TestSystemNamesMatchWhatTheyMake(t *testing.T) {
+	for _, mk := range RPCSystems() {
+		if strings.Contains(mk.name, "2 procs") {
+			continue // starts a process: its name is checked by the table test
+		}
+		s, err := mk.make()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.name != mk.name {
+			t.Errorf("listed as %q, made as %q", mk.name, s.name)
+		}
 		s.close()
 	}
 }

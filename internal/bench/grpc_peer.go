@@ -14,7 +14,7 @@ import (
 
 // gRPC-Go is measured beside rrefkit only in a binary built with
 // -tags rrefgrpc: it would make every rrefgen build link it.
-func init() { peerSystems = append(peerSystems, grpcSystem) }
+func init() { peerSystems = append(peerSystems, systemMaker{"gRPC-Go unary (tcp)", grpcSystem}) }
 
 // rawCodec lets gRPC carry bytes without generated protobuf code.
 type rawCodec struct{}

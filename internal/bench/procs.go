@@ -34,7 +34,7 @@ type child struct {
 	stdin io.WriteCloser
 }
 
-func startChild(env string) (*child, error) {
+func startChild(env ...string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func startChild(env string) (*child, error) {
 	if v := os.Getenv("GORACE"); v != "" {
 		race += " " + v
 	}
-	cmd.Env = append(os.Environ(), env, race)
+	cmd.Env = append(append(os.Environ(), env...), race)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

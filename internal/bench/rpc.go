@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/rpc"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,23 @@ func registerAdd(w *worker.Worker) {
 // server of a two-process benchmark (see ServeChild).
 const childEnv = "RREF_BENCH_RPC_SERVER"
 
+// ServerProfileEnv names the file the server of a two-process benchmark
+// writes its CPU profile to (rrefgen bench rpc -cpuprofile).
+const ServerProfileEnv = "RREF_BENCH_SERVER_CPUPROFILE"
+
+// StartCPUProfile profiles this process's CPU into path until stop.
+func StartCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 // ServeChild runs the server of a two-process benchmark when this process
 // was started as one, until its standard input closes, and reports whether
 // it was. Programs that run RPCTable call it first thing in main (or
@@ -91,6 +109,13 @@ func ServeChild() bool {
 	if addr == "" {
 		return false
 	}
+	if path := os.Getenv(ServerProfileEnv); path != "" {
+		if stop, err := StartCPUProfile(path); err == nil {
+			defer stop()
+		} else {
+			fmt.Fprintln(os.Stderr, "bench server:", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	peers := []worker.Peer{{Name: "server", Addr: addr}, {Name: "client", Addr: addr}}
@@ -104,9 +129,17 @@ func ServeChild() bool {
 	return true
 }
 
+// serverEnv is an extra variable for the server's process, set by the
+// table being measured (one at a time).
+var serverEnv string
+
 // childSystem runs the server in a child process (this executable again).
 func childSystem(name, addr string) (*rpcSystem, error) {
-	server, err := startChild(childEnv + "=" + addr)
+	env := []string{childEnv + "=" + addr}
+	if serverEnv != "" {
+		env = append(env, serverEnv)
+	}
+	server, err := startChild(env...)
 	if err != nil {
 		return nil, err
 	}
@@ -201,37 +234,44 @@ func netRPCSystem() (*rpcSystem, error) {
 
 var shmGroup atomic.Int64
 
+// systemMaker makes one system measured, named before it is made so that
+// a table narrowed to some systems starts no other.
+type systemMaker struct {
+	name string
+	make func() (*rpcSystem, error)
+}
+
 // RPCSystems makes every system measured, rrefkit's first.
-func RPCSystems() []func() (*rpcSystem, error) {
+func RPCSystems() []systemMaker {
 	return append(rpcSystems(), peerSystems...)
 }
 
-func rpcSystems() []func() (*rpcSystem, error) {
-	return []func() (*rpcSystem, error){
-		func() (*rpcSystem, error) {
+func rpcSystems() []systemMaker {
+	return []systemMaker{
+		{"rrefkit (shm, 2 procs)", func() (*rpcSystem, error) {
 			return childSystem("rrefkit (shm, 2 procs)", fmt.Sprintf("shm:rb%d-%d", os.Getpid(), shmGroup.Add(1)))
-		},
-		func() (*rpcSystem, error) {
+		}},
+		{"rrefkit (shm)", func() (*rpcSystem, error) {
 			g := fmt.Sprintf("shm:rb%d-%d", os.Getpid(), shmGroup.Add(1))
 			return rrefSystem("rrefkit (shm)", []worker.Peer{{Name: "server", Addr: g}, {Name: "client", Addr: g}})
-		},
-		func() (*rpcSystem, error) {
+		}},
+		{"rrefkit (tcp)", func() (*rpcSystem, error) {
 			return rrefSystem("rrefkit (tcp)", []worker.Peer{{Name: "server", Addr: freeAddr()}, {Name: "client", Addr: freeAddr()}})
-		},
-		func() (*rpcSystem, error) {
+		}},
+		{"rrefkit (mem)", func() (*rpcSystem, error) {
 			ws, err := worker.NewGroup([]string{"server", "client"}, worker.Config{Logger: quietLog})
 			if err != nil {
 				return nil, err
 			}
 			return wrapWorkers("rrefkit (mem)", ws[1], ws[0]), nil
-		},
-		netRPCSystem,
+		}},
+		{"net/rpc (tcp)", netRPCSystem},
 	}
 }
 
 // peerSystems are the peers built in only on request (grpc_peer.go, build
 // tag rrefgrpc): gRPC links 100 packages, most of rrefgen's build time.
-var peerSystems []func() (*rpcSystem, error)
+var peerSystems []systemMaker
 
 // GRPCBuiltIn reports whether this binary measures gRPC-Go.
 func GRPCBuiltIn() bool { return len(peerSystems) > 0 }
@@ -269,11 +309,31 @@ func measureCalls(s *rpcSystem, callers int, d time.Duration) (float64, error) {
 
 // RPCTable measures each system for about d per cell.
 func RPCTable(d time.Duration, progress func(string)) []RPCRow {
+	return RPCTableOf(d, progress, RPCOptions{})
+}
+
+// RPCOptions narrows and instruments a table.
+type RPCOptions struct {
+	Only func(system string) bool // measure only the systems it accepts (nil: all)
+	// ServerCPUProfile is where the server of a two-process system writes
+	// its CPU profile ("": none).
+	ServerCPUProfile string
+}
+
+// RPCTableOf measures the systems opt accepts.
+func RPCTableOf(d time.Duration, progress func(string), opt RPCOptions) []RPCRow {
 	var rows []RPCRow
+	serverEnv = ""
+	if opt.ServerCPUProfile != "" {
+		serverEnv = ServerProfileEnv + "=" + opt.ServerCPUProfile
+	}
 	for _, mk := range RPCSystems() {
-		s, err := mk()
+		if opt.Only != nil && !opt.Only(mk.name) {
+			continue
+		}
+		s, err := mk.make()
 		if err != nil {
-			rows = append(rows, RPCRow{System: "?", Err: err.Error()})
+			rows = append(rows, RPCRow{System: mk.name, Err: err.Error()})
 			continue
 		}
 		r := RPCRow{System: s.name}

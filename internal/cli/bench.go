@@ -28,6 +28,8 @@ bench rpc), gRPC-Go unary calls, with each round trip's ratio to gRPC's.
 Timings swing between runs on shared hosts: read the ratios.`)
 	format := fs.String("format", "text", "text, csv or json")
 	d := fs.Duration("d", 200*time.Millisecond, "time per measured cell")
+	only := fs.String("only", "", "rpc: measure only the systems whose names contain this (e.g. \"2 procs\", tcp)")
+	cpuProfile := fs.String("cpuprofile", "", "rpc: write this process's CPU profile to FILE and, for a two-process system, the server's to FILE.server")
 	if len(args) == 0 || (args[0] != "fifo" && args[0] != "rpc") {
 		// -h, or a bad first word: parseFlags prints the help (on stdout
 		// for -h, exit 0) or says what is wrong.
@@ -58,9 +60,29 @@ Timings swing between runs on shared hosts: read the ratios.`)
 		}
 	}
 	var err error
+	if args[0] != "rpc" && (*only != "" || *cpuProfile != "") {
+		fmt.Fprintln(env.Stderr, "rrefgen bench: -only and -cpuprofile apply to bench rpc")
+		return ExitUsage
+	}
 	if args[0] == "rpc" {
-		rows := bench.RPCTable(*d, progress)
+		if *cpuProfile != "" {
+			stop, err := bench.StartCPUProfile(*cpuProfile)
+			if err != nil {
+				fmt.Fprintln(env.Stderr, "rrefgen bench:", err)
+				return ExitFail
+			}
+			defer stop()
+		}
+		opt := bench.RPCOptions{Only: func(name string) bool { return strings.Contains(strings.ToLower(name), strings.ToLower(*only)) }}
+		if *cpuProfile != "" {
+			opt.ServerCPUProfile = *cpuProfile + ".server"
+		}
+		rows := bench.RPCTableOf(*d, progress, opt)
 		clearProgress(env)
+		if len(rows) == 0 {
+			fmt.Fprintf(env.Stderr, "rrefgen bench: -only %q names none of the systems\n", *only)
+			return ExitUsage
+		}
 		err = bench.WriteRPC(env.Stdout, rows, *format)
 	} else {
 		rows := bench.FIFOTable(*d, progress)

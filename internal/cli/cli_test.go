@@ -259,6 +259,12 @@ func TestHelpAndFlagPlacement(t *testing.T) {
 	if code, _, errs := run(t, dir, "bench"); code != ExitUsage || !strings.Contains(errs, "fifo or rpc") {
 		t.Errorf("bench with nothing named: %d %q", code, errs)
 	}
+	if code, _, errs := run(t, dir, "bench", "fifo", "-only", "tcp"); code != ExitUsage || !strings.Contains(errs, "apply to bench rpc") {
+		t.Errorf("bench fifo -only: %d %q", code, errs)
+	}
+	if code, _, errs := run(t, dir, "bench", "rpc", "-only", "carrier pigeon", "-d", "1ms"); code != ExitUsage || !strings.Contains(errs, "names none") {
+		t.Errorf("bench rpc -only matching nothing: %d %q", code, errs)
+	}
 }
 
 // TestReplayHintOfTheCorpusRuns: a failing corpus scenario's replay hint
