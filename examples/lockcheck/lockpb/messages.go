@@ -318,7 +318,10 @@ func Decode(b []byte, lim *genrt.Limits) (Message, error) {
 // A Decoder is not safe for concurrent use.
 type Decoder struct {
 	// Limits bound what is accepted; the zero value means DefaultLimits.
-	Limits     genrt.Limits
+	Limits genrt.Limits
+	// strings are the string fields decoded so far (unless Limits.Strings is set):
+	// a string that repeats from frame to frame is allocated once.
+	strings    genrt.Interner
 	acquireMsg Acquire
 	grantMsg   Grant
 	releaseMsg Release
@@ -326,10 +329,17 @@ type Decoder struct {
 
 // Decode decodes one whole frame, as the package-level Decode does.
 func (d *Decoder) Decode(b []byte) (Message, error) {
-	lim := &d.Limits
-	if *lim == (genrt.Limits{}) {
-		lim = &genrt.DefaultLimits
+	limits := d.Limits
+	strs := limits.Strings
+	if strs == nil {
+		strs = &d.strings
 	}
+	limits.Strings = nil
+	if limits == (genrt.Limits{}) {
+		limits = genrt.DefaultLimits
+	}
+	limits.Strings = strs
+	lim := &limits
 	code, body, err := DecodeHeader(b, lim)
 	if err != nil {
 		return nil, err
