@@ -142,7 +142,13 @@ func TestTLSMutual(t *testing.T) {
 	if _, err = DialTCP(ctx, addr, secret, Config{}); err == nil {
 		t.Fatal("a plain dial to a TLS listener passed")
 	}
-	waitFor(t, eventually, "five refusals", func() bool { return l.Refused() == 5 })
+	// At least five: a count that overshoots says so with the refusals,
+	// rather than as a wait for exactly five that never ends (a CI run on
+	// a loaded host once reported only "not within 30s").
+	waitFor(t, eventually, "five refusals", func() bool { return l.Refused() >= 5 })
+	if n := l.Refused(); n != 5 {
+		t.Fatalf("%d refusals, want 5: %v", n, r.all())
+	}
 	var tlsRefused int
 	for _, err := range r.all() {
 		if errors.Is(err, ErrAuth) && strings.Contains(err.Error(), "tls") {
