@@ -71,6 +71,19 @@ func (s *steady) drain() {
 	s.frames, s.from, s.to, s.head = s.frames[:0], s.from[:0], s.to[:0], 0
 }
 
+// runAndRelease completes a Remote with its argument as its value, and
+// answers a Call with nothing, releasing the RRefs it was passed.
+func runAndRelease(c *core.Core, run core.Run) {
+	if run.Kind == core.RunRemote {
+		c.CompleteRemote(run.RRef, run.Args, core.Failure{})
+		return
+	}
+	c.Return(run.From, run.CallID, nil, nil, core.Failure{})
+	for _, h := range run.Handles {
+		c.Release(h)
+	}
+}
+
 // steadyTombstones is small enough for a few hundred cycles to fill the
 // bounded memories.
 const steadyTombstones = 64
@@ -103,16 +116,7 @@ func BenchmarkSteadyCall(b *testing.B) {
 func BenchmarkSteadyForkCycle(b *testing.B) {
 	s := newSteady(1, 2, 3)
 	a, o := s.cores[1], s.cores[2]
-	s.onRun = func(c *core.Core, run core.Run) {
-		if run.Kind == core.RunRemote {
-			c.CompleteRemote(run.RRef, run.Args, core.Failure{})
-			return
-		}
-		c.Return(run.From, run.CallID, nil, nil, core.Failure{})
-		for _, h := range run.Handles {
-			c.Release(h)
-		}
-	}
+	s.onRun = runAndRelease
 	h, _ := a.Remote(2, "identity", []byte("v"), nil)
 	s.collect(1)
 	s.drain()
@@ -156,16 +160,7 @@ func TestSteadyControlMessagesAllocateNothing(t *testing.T) {
 	}
 	s := newSteady(1, 2, 3)
 	a := s.cores[1]
-	s.onRun = func(c *core.Core, run core.Run) {
-		if run.Kind == core.RunRemote {
-			c.CompleteRemote(run.RRef, run.Args, core.Failure{})
-			return
-		}
-		c.Return(run.From, run.CallID, nil, nil, core.Failure{})
-		for _, h := range run.Handles {
-			c.Release(h)
-		}
-	}
+	s.onRun = runAndRelease
 	h, _ := a.Remote(2, "identity", []byte("v"), nil)
 	s.collect(1)
 	s.drain()
