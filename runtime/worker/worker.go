@@ -134,6 +134,7 @@ type Worker struct {
 	fetches waiting[core.FetchResult]
 	kept    map[core.HandleID]bool // argument RRefs a function kept
 	calling map[callKey]*callCtx   // calls from peers being run, chained by key (cancel.go)
+	ctxSlab ctxSlab                // where their contexts come from (w.mu)
 	// valueTypes are the types of the values this worker owns, when known
 	// (NewRRef, a Remote of a registered function), so that a LeakError
 	// can show them decoded.
