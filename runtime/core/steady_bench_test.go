@@ -1,7 +1,7 @@
 package core_test
 
 import (
-	"runtime/metrics"
+	"runtime"
 	"testing"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -141,12 +141,16 @@ func BenchmarkSteadyForkCycle(b *testing.B) {
 }
 
 // heapObjects is how many heap objects the process has allocated so far.
+// runtime.ReadMemStats stops the world and flushes every processor's
+// cache, so it counts each allocation, tiny ones (a short string) included;
+// runtime/metrics' allocs:objects counts small ones only when a cache is
+// refilled and tiny ones never, and read around one message sees zero.
 func heapObjects() uint64 {
-	metrics.Read(allocSample) // a sample made once: reading allocates nothing
-	return allocSample[0].Value.Uint64()
+	runtime.ReadMemStats(&memStats)
+	return memStats.Mallocs
 }
 
-var allocSample = []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+var memStats runtime.MemStats
 
 // TestSteadyControlMessagesAllocateNothing runs the fork cycle and a plain
 // call in steady state and counts, per message type, the allocations of
@@ -164,6 +168,7 @@ func TestSteadyControlMessagesAllocateNothing(t *testing.T) {
 	h, _ := a.Remote(2, "identity", []byte("v"), nil)
 	s.collect(1)
 	s.drain()
+	args := []byte("x")
 	type bucket struct {
 		code  rref.Code // 0: the caller's core issuing the call
 		plain bool      // of a call with no RRef argument
@@ -173,9 +178,9 @@ func TestSteadyControlMessagesAllocateNothing(t *testing.T) {
 	round := func(count, plain bool) {
 		before := heapObjects()
 		if plain {
-			a.Call(2, "g", []byte("x"), nil)
+			a.Call(2, "greet", args, nil) // a name of more than one byte: Go allocates those
 		} else {
-			a.Call(3, "f", nil, []core.HandleID{h}) // the fork cycle: four control messages
+			a.Call(3, "forward", nil, []core.HandleID{h}) // the fork cycle: four control messages
 		}
 		s.collect(1)
 		if count {
@@ -263,4 +268,48 @@ func BenchmarkControlMessage(b *testing.B) {
 		step()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/msg")
+}
+
+var sink any
+
+// TestHeapObjectsSeesEachAllocation checks the instrument the test above
+// reads around each message: one allocation, small or tiny, is one more.
+func TestHeapObjectsSeesEachAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("counts allocations")
+	}
+	name := []byte("g")
+	for i := range 100 {
+		before := heapObjects()
+		if i%2 == 0 {
+			sink = new([4]*int) // small
+		} else {
+			sink = string(name) // tiny: its bytes, with no pointer (boxing a string costs one more)
+		}
+		if n := heapObjects() - before; n < 1 {
+			t.Fatalf("round %d: an allocation counted as %d", i, n)
+		}
+	}
+}
+
+// TestSteadyPlainCallAllocatesNothing measures a whole call with no RRef
+// argument, both sides, with testing.AllocsPerRun.
+func TestSteadyPlainCallAllocatesNothing(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("counts allocations")
+	}
+	s := newSteady(1, 2)
+	s.onRun = func(c *core.Core, run core.Run) { c.Return(run.From, run.CallID, run.Args, nil, core.Failure{}) }
+	args := []byte("x")
+	round := func() {
+		s.cores[1].Call(2, "greet", args, nil)
+		s.collect(1)
+		s.drain()
+	}
+	for range 400 {
+		round()
+	}
+	if n := testing.AllocsPerRun(400, round); n != 0 {
+		t.Errorf("a call with no RRef argument allocates %.2f times in steady state", n)
+	}
 }
