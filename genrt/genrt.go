@@ -40,8 +40,10 @@ type Limits struct {
 	// nested one-element lists, two bytes a level, would exhaust the stack.
 	MaxDepth int
 	// Strings, when set, gives equal string fields one string (Interner):
-	// a generated Decoder sets its own, so the strings that repeat from
-	// message to message (a function's name) are allocated once.
+	// a generated Decoder uses its own unless this is set, so the strings
+	// that repeat from message to message (a function's name) are
+	// allocated once. An Interner is not safe for concurrent use: a
+	// Limits with Strings set belongs to one goroutine's decoding.
 	Strings *Interner
 }
 

@@ -8,15 +8,16 @@ import (
 )
 
 // TestInternerGivesOneStringAndStaysBounded: equal bytes give the very same
-// string without allocating once kept; a hostile stream of new and long
-// strings fills it to its bound and no further, and what it kept first
-// still hits afterwards.
+// string without allocating once kept; strings seen once and long strings
+// are not kept; a hostile stream of repeated strings fills it to its bound
+// and no further, and what it kept first still hits afterwards.
 func TestInternerGivesOneStringAndStaysBounded(t *testing.T) {
 	var in Interner
+	in.Intern([]byte("add")) // seen once: passed through
 	first := in.Intern([]byte("add"))
 	again := in.Intern([]byte("add"))
-	if first != again || unsafe.StringData(first) != unsafe.StringData(again) {
-		t.Fatal("equal bytes gave two strings")
+	if first != again || unsafe.StringData(first) != unsafe.StringData(again) || in.Len() != 1 {
+		t.Fatal("a string seen twice is not kept")
 	}
 	name := []byte("add")
 	if n := testing.AllocsPerRun(100, func() { _ = in.Intern(name) }); n != 0 {
@@ -26,11 +27,20 @@ func TestInternerGivesOneStringAndStaysBounded(t *testing.T) {
 	if in.Intern([]byte(long)) != long || in.Len() != 1 {
 		t.Fatalf("a string past MaxInternLen was kept (%d kept)", in.Len())
 	}
+	in.Intern([]byte(long))
 	for i := range 10 * MaxInterned {
-		s := fmt.Sprintf("hostile-%d", i)
+		s := fmt.Sprintf("one-off-%d", i)
 		if got := in.Intern([]byte(s)); got != s {
 			t.Fatalf("Intern(%q) = %q", s, got)
 		}
+	}
+	if in.Len() != 1 {
+		t.Fatalf("strings seen once were kept: %d", in.Len())
+	}
+	for i := range 10 * MaxInterned {
+		s := []byte(fmt.Sprintf("hostile-%d", i))
+		in.Intern(s)
+		in.Intern(s) // a peer repeating every string fills it, and no more
 	}
 	if in.Len() != MaxInterned {
 		t.Fatalf("%d strings kept, bound %d", in.Len(), MaxInterned)
@@ -46,6 +56,7 @@ func TestConsumeStringInterns(t *testing.T) {
 	frame := AppendBytes(nil, []byte("mul"))
 	lim := DefaultLimits
 	lim.Strings = &Interner{}
+	ConsumeString(frame, &lim)
 	a, _, err := ConsumeString(frame, &lim)
 	b, _, err2 := ConsumeString(frame, &lim)
 	if err != nil || err2 != nil || a != "mul" || unsafe.StringData(a) != unsafe.StringData(b) {

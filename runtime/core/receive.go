@@ -517,6 +517,9 @@ func (c *Core) DeliverFrame(from WorkerID, frame []byte, lim *genrt.Limits) erro
 	c.dec.Limits = genrt.Limits{}
 	if lim != nil {
 		c.dec.Limits = *lim
+		// The decoder interns with its own table: one Limits may be handed
+		// to cores on other goroutines, and a table is not shared safely.
+		c.dec.Limits.Strings = nil
 	}
 	m, err := c.dec.Decode(frame)
 	if err != nil {
