@@ -35,10 +35,10 @@ const (
 	tabDead
 	tabTombs
 	tabGoneForks
+	tabEarlyCancels
 	tabAwaiting
 	tabCharged
 	tabIDs // the id generator: 320 bytes most steps never draw from
-	tabEarlyCancels
 	allTables = 1<<iota - 1
 )
 
@@ -47,7 +47,7 @@ const (
 // the order they are encoded: the first bits of table, awaiting and charged
 // excepted (awaiting is encoded with owners, charged is what the owners'
 // charges sum to).
-const segments = 9
+const segments = 10
 
 // digestedWith is the cached digest each table is part of.
 func digestedWith(t table) table {

@@ -176,13 +176,24 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 		b = u(b, uint64(len(c.fetches)))
 		var ids [keysOnStack]uint64
 		for _, id := range appendSortedKeys(ids[:0], c.fetches, cmp.Compare[uint64]) {
+			f := c.fetches[id]
 			b = u(b, id)
+			b = u(b, uint64(f.handle))
+			b = rref.AppendForkID(b, &f.fork)
 		}
 	case tabCalls:
 		b = u(b, uint64(len(c.calls)))
 		var ids [keysOnStack]uint64
 		for _, id := range appendSortedKeys(ids[:0], c.calls, cmp.Compare[uint64]) {
 			b = u(b, id)
+			b = u(b, uint64(c.calls[id])) // the callee
+		}
+	case tabEarlyCancels:
+		b = u(b, uint64(len(c.earlyCancels.m)))
+		var keys [keysOnStack]callKey
+		for _, k := range appendSortedKeys(keys[:0], c.earlyCancels.m, compareCallKeys) {
+			b = u(b, uint64(k.from))
+			b = u(b, k.id)
 		}
 	case tabDead:
 		b = u(b, uint64(len(c.dead)))
