@@ -38,7 +38,7 @@ const (
 	tabEarlyCancels
 	tabAwaiting
 	tabCharged
-	tabIDs // the id generator: 320 bytes most steps never draw from
+	tabIDs    // the id generator: 320 bytes most steps never draw from
 	allTables = 1<<iota - 1
 )
 
