@@ -211,10 +211,16 @@ func (r *RRef[T]) LocalValue(ctx context.Context) (T, error) {
 
 // encodeArg encodes a value, or finds the RRef it is.
 func encodeArg[A any](w *Worker, a A) ([]byte, []core.HandleID, error) {
+	return encodeArgTo(w, a, nil)
+}
+
+// encodeArgTo is encodeArg, appending to dst when the value is laid out
+// directly (see wirebuf.go).
+func encodeArgTo[A any](w *Worker, a A, dst []byte) ([]byte, []core.HandleID, error) {
 	t := reflect.TypeFor[A]()
 	if w.fastCodec() {
 		// Laid out from where a is, without boxing it (an allocation).
-		if b, ok := encodeDirect(t, unsafe.Pointer(&a)); ok {
+		if b, ok := appendDirect(dst, t, unsafe.Pointer(&a)); ok {
 			return b, nil, nil
 		}
 	}
@@ -312,7 +318,7 @@ func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg
 		return fmt.Errorf("%w: %q on %s", ErrDuplicateFunction, name, w.name)
 	}
 	sig, types := signature[A, R]()
-	w.funcs[name] = registered{sig: sig, types: types, result: reflect.TypeFor[R](), h: func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) ([]byte, []core.HandleID, error) {
+	w.funcs[name] = registered{sig: sig, types: types, result: reflect.TypeFor[R](), h: func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID, dst []byte) ([]byte, []core.HandleID, error) {
 		a, err := decodeArg[A](w, args, refs)
 		if err != nil {
 			return nil, nil, &localFailure{rref.ErrorKindCodec, err}
@@ -321,7 +327,7 @@ func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg
 		if err != nil {
 			return nil, nil, err
 		}
-		out, outRefs, err := encodeArg(w, r)
+		out, outRefs, err := encodeArgTo(w, r, dst)
 		if err != nil && errors.Is(err, ErrCodec) {
 			err = &localFailure{rref.ErrorKindCodec, err}
 		}
@@ -464,11 +470,15 @@ func await[T any](ctx context.Context, w *Worker, peer core.WorkerID, conn *fifo
 // arrives usable at once.
 func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, error) {
 	var zero R
-	args, refs, err := encodeArg(w, arg)
+	buf := getWireBuf()
+	args, refs, err := encodeArgTo(w, arg, *buf)
 	if err != nil {
+		putWireBuf(buf, args, false)
 		return zero, err
 	}
 	pc, err := w.startCall(ctx, to, wireName[A, R](fn), args, refs, true)
+	// Sent (or refused) by now; a refused call kept nothing.
+	putWireBuf(buf, args, err == nil && w.keepsSent(pc.to, len(refs)))
 	if err != nil {
 		return zero, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -87,30 +88,37 @@ var (
 // a value it holds, which then need not be boxed in an interface (an
 // allocation per call); p is only read.
 func encodeDirect(t reflect.Type, p unsafe.Pointer) (b []byte, ok bool) {
+	return appendDirect(nil, t, p)
+}
+
+// appendDirect is encodeDirect appended to dst, except that a []byte is
+// returned as it is, not copied: the result may be the caller's own slice
+// (see inBuffer).
+func appendDirect(dst []byte, t reflect.Type, p unsafe.Pointer) (b []byte, ok bool) {
 	switch t {
 	case typeBytes:
 		return *(*[]byte)(p), true
 	case typeString:
-		return []byte(*(*string)(p)), true
+		return append(dst, *(*string)(p)...), true
 	case typeBool:
 		if *(*bool)(p) {
-			return []byte{1}, true
+			return append(dst, 1), true
 		}
-		return []byte{0}, true
+		return append(dst, 0), true
 	case typeInt:
-		return binary.AppendVarint(make([]byte, 0, binary.MaxVarintLen64), int64(*(*int)(p))), true
+		return binary.AppendVarint(dst, int64(*(*int)(p))), true
 	case typeInt64:
-		return binary.AppendVarint(make([]byte, 0, binary.MaxVarintLen64), *(*int64)(p)), true
+		return binary.AppendVarint(dst, *(*int64)(p)), true
 	case typeInt32:
-		return binary.AppendVarint(make([]byte, 0, binary.MaxVarintLen32), int64(*(*int32)(p))), true
+		return binary.AppendVarint(dst, int64(*(*int32)(p))), true
 	case typeUint64:
-		return binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), *(*uint64)(p)), true
+		return binary.AppendUvarint(dst, *(*uint64)(p)), true
 	case typeUint32:
-		return binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen32), uint64(*(*uint32)(p))), true
+		return binary.AppendUvarint(dst, uint64(*(*uint32)(p))), true
 	case typeFloat64:
-		return binary.LittleEndian.AppendUint64(make([]byte, 0, 8), math.Float64bits(*(*float64)(p))), true
+		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(*(*float64)(p))), true
 	case typeFloat32:
-		return binary.LittleEndian.AppendUint32(make([]byte, 0, 4), math.Float32bits(*(*float32)(p))), true
+		return binary.LittleEndian.AppendUint32(dst, math.Float32bits(*(*float32)(p))), true
 	}
 	if t.Kind() == reflect.Slice {
 		// A slice of plain elements is its length as a uvarint, then its elements.
@@ -119,7 +127,7 @@ func encodeDirect(t reflect.Type, p unsafe.Pointer) (b []byte, ok bool) {
 			return nil, false
 		}
 		h := (*sliceHeader)(p)
-		b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+h.len*size), uint64(h.len))
+		b := binary.AppendUvarint(slices.Grow(dst, binary.MaxVarintLen64+h.len*size), uint64(h.len))
 		if h.len == 0 {
 			return b, true
 		}
@@ -129,7 +137,7 @@ func encodeDirect(t reflect.Type, p unsafe.Pointer) (b []byte, ok bool) {
 	if size == 0 {
 		return nil, false
 	}
-	return append(make([]byte, 0, size), plainBytes(p, size)...), true
+	return append(slices.Grow(dst, size), plainBytes(p, size)...), true
 }
 
 // decodeDirect decodes data into the value of type t at p when encodeDirect

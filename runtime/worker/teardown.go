@@ -77,7 +77,7 @@ var errGoexit = errors.New("worker: the function called runtime.Goexit")
 // contained: a panic becomes the call's error; a Goexit cannot be stopped,
 // so the call is answered from the unwinding goroutine, and a receiver it
 // ran on is replaced, so its connection is not left without a reader.
-func (w *Worker) callUser(ctx context.Context, h handler, run core.Run) (res []byte, refs []core.HandleID, err error) {
+func (w *Worker) callUser(ctx context.Context, h handler, run core.Run, dst []byte) (res []byte, refs []core.HandleID, err error) {
 	returned := false
 	defer func() {
 		if returned {
@@ -94,7 +94,7 @@ func (w *Worker) callUser(ctx context.Context, h handler, run core.Run) (res []b
 		cc, _ := ctx.(*callCtx)
 		w.answer(run, cc, nil, nil, nil, fmt.Errorf("%w: %s", errGoexit, run.Fn))
 	}()
-	res, refs, err = h(ctx, w, run.Args, run.Handles)
+	res, refs, err = h(ctx, w, run.Args, run.Handles, dst)
 	returned = true
 	return res, refs, err
 }

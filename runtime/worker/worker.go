@@ -100,7 +100,8 @@ func (c Config) withDefaults() Config {
 }
 
 // handler runs a registered function on encoded arguments.
-type handler func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID) (result []byte, resultRefs []core.HandleID, err error)
+// The result may be appended to dst (see wirebuf.go).
+type handler func(ctx context.Context, w *Worker, args []byte, refs []core.HandleID, dst []byte) (result []byte, resultRefs []core.HandleID, err error)
 
 // registered is a function as Register recorded it: its handler and the
 // fingerprint and description of its types (signature).
@@ -515,7 +516,11 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 	case ctx.Err() != nil:
 		err = ctx.Err() // cancelled, or past its deadline, before it began
 	default:
-		result, refs, err = w.callUser(ctx, f.h, run)
+		buf := getWireBuf()
+		// Given back once the answer is out: a Remote's value stays with
+		// its owner, and keepsSent says when a call's result stays read.
+		defer func() { putWireBuf(buf, result, run.Kind == core.RunRemote || w.keepsSent(run.From, len(refs))) }()
+		result, refs, err = w.callUser(ctx, f.h, run, *buf)
 		if run.Kind == core.RunRemote && len(refs) > 0 && err == nil {
 			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, name)
 		}
