@@ -325,10 +325,16 @@ func (w *Worker) endPoll(peer core.WorkerID, conn *fifo.Conn) {
 // takes its reply itself instead of being woken by the receiving goroutine,
 // two goroutine switches less per round trip. Functions called meanwhile
 // run on goroutines of their own, not on the caller's.
-func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Conn, done func() bool) {
+//
+// Frames are copied into a buffer reused while nothing it held was handed
+// on (a result, a value, a function's arguments keep slices of it). When
+// the last frame's one product is the caller's own result (mine), the
+// buffer is returned for the caller to give back once it has read it.
+func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Conn, done func() bool, mine func(rd *core.Ready) bool) (frameBuf *[]byte) {
+	buf := getWireBuf()
 	var frame []byte
 	take := func(p []byte) error {
-		frame = append(frame[:0:0], p...) // the core keeps arguments and results
+		frame = append((*buf)[:0], p...)
 		return nil
 	}
 	rd := w.readies.Get().(*core.Ready)
@@ -336,14 +342,27 @@ func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Con
 	for !done() && ctx.Err() == nil {
 		got, err := conn.Poll(take)
 		if err != nil || !got {
-			return // the receiving goroutine reports failures
+			break // the receiving goroutine reports failures
 		}
 		protocol := w.takeFrame(peer, frame, rd)
+		handedOn := len(rd.Runs) > 0 || len(rd.Fetches) > 0 || len(rd.Calls) > 0
+		ours := mine != nil && mine(rd)
 		w.effects(*rd)
 		if protocol {
 			w.bar.taken[peer-1].Add(1)
 		}
+		switch {
+		case !inBuffer(frame, *buf):
+			// A frame larger than the buffer was copied to a new array: the
+			// buffer held nothing.
+		case ours:
+			return buf
+		case handedOn:
+			buf = getWireBuf() // the old one is read by whoever it went to
+		}
 	}
+	putWireBuf(buf, nil, false)
+	return nil
 }
 
 // takeGroupFrame acts on a frame of the group protocol (spec/group.rspec):
