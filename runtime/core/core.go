@@ -274,7 +274,23 @@ func (c *Core) TakeReadyInto(r *Ready) {
 		}
 	}
 	r.Reset()
-	c.ready, *r = *r, c.ready
+	// Field by field, and only what holds something: swapping the whole
+	// struct cost a sixth of a control message's handling.
+	takeInto(&c.ready.Messages, &r.Messages)
+	takeInto(&c.ready.Runs, &r.Runs)
+	takeInto(&c.ready.Fetches, &r.Fetches)
+	takeInto(&c.ready.Calls, &r.Calls)
+	takeInto(&c.ready.Cancels, &r.Cancels)
+	takeInto(&c.ready.Freed, &r.Freed)
+	takeInto(&c.ready.Errors, &r.Errors)
+}
+
+// takeInto moves what *from holds into *to, which is empty, and leaves
+// *from with *to's memory.
+func takeInto[T any](from, to *[]T) {
+	if len(*from) > 0 {
+		*from, *to = *to, *from
+	}
 }
 
 // HasReady reports whether TakeReady would return anything.

@@ -199,6 +199,9 @@ func (r *Ready) Reset() {
 }
 
 func emptied[T any](s []T) []T {
+	if len(s) == 0 && cap(s) <= maxKeptReady {
+		return s
+	}
 	if cap(s) > maxKeptReady {
 		return nil
 	}
