@@ -516,11 +516,15 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 	case ctx.Err() != nil:
 		err = ctx.Err() // cancelled, or past its deadline, before it began
 	default:
-		buf := getWireBuf()
-		// Given back once the answer is out: a Remote's value stays with
-		// its owner, and keepsSent says when a call's result stays read.
-		defer func() { putWireBuf(buf, result, run.Kind == core.RunRemote || w.keepsSent(run.From, len(refs))) }()
-		result, refs, err = w.callUser(ctx, f.h, run, *buf)
+		var dst []byte
+		if run.Kind == core.RunCall { // a Remote's value stays with its owner: no buffer to give back
+			buf := getWireBuf()
+			dst = *buf
+			// Given back once the answer is out, unless keepsSent says the
+			// result is still read.
+			defer func() { putWireBuf(buf, result, w.keepsSent(run.From, len(refs))) }()
+		}
+		result, refs, err = w.callUser(ctx, f.h, run, dst)
 		if run.Kind == core.RunRemote && len(refs) > 0 && err == nil {
 			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, name)
 		}
