@@ -634,7 +634,7 @@ func (l *fabricLink) run() {
 			idle = 0
 		case n == -C.FI_EAVAIL:
 			l.failedCompletion()
-		case n == 0 || n == -C.FI_EAGAIN || n == -C.FI_ETIMEDOUT:
+		case n == 0 || n == -C.FI_EAGAIN || n == -C.FI_ETIMEDOUT || n == -C.FI_EINTR: // signals interrupt a wait: Go's are frequent
 			idle++
 			if timeout < 0 && idle&63 == 0 {
 				runtime.Gosched()

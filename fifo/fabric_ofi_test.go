@@ -73,3 +73,9 @@ func TestFabricSmoke(t *testing.T) {
 		}
 	}
 }
+
+// shiftTx and shiftRx move an idle link's counters (wrap_test.go).
+func (l *fabricLink) shiftTx(pos uint64) { l.txCred.Store(pos) }
+func (l *fabricLink) shiftRx(pos uint64, seq uint32) {
+	l.landing.nextPos, l.landing.nextSeq = pos, seq
+}
