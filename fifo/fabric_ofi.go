@@ -237,6 +237,11 @@ const (
 	// connection waits for the fabric's close, which follows the peer's
 	// last messages, before it takes the peer as closed anyway.
 	closeGrace = time.Second
+	// closeRendezvousWait bounds how long Close waits for the peer to read
+	// the large messages still out (rendezvous), which it reads from this
+	// end's memory: a message the peer has not read by then is lost, and
+	// the peer's receive of it fails as closed.
+	closeRendezvousWait = time.Second
 )
 
 // fabricLink is a link over a libfabric endpoint (see fabric.go).
@@ -575,12 +580,12 @@ func (l *fabricLink) bulkView(slot uint32, n uint32) ([]byte, error) {
 			}
 			return nil, fmt.Errorf("%w: libfabric read: %s", ErrPeerDead, C.GoString(C.fi_strerror(C.int(-ret))))
 		}
-		if err := l.failed(); err != nil {
+		if err := l.closedOrDead(); err != nil {
 			return nil, err
 		}
 		runtime.Gosched()
 	}
-	err := backoff(context.Background(), l.cfg.Spin, func() bool { return l.readState.Load() != readPending }, l.failed)
+	err := backoff(context.Background(), l.cfg.Spin, func() bool { return l.readState.Load() != readPending }, l.closedOrDead)
 	if err != nil {
 		return nil, err
 	}
@@ -596,6 +601,18 @@ func (l *fabricLink) bulkFree(slot uint32) error { return l.signal(sigFinish, sl
 func (l *fabricLink) setDead(err error) {
 	l.deadErr.CompareAndSwap(nil, &err)
 	l.wakeSelf()
+}
+
+// closedOrDead is failed but for the peer's close, which leaves what it
+// sent before readable.
+func (l *fabricLink) closedOrDead() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if p := l.deadErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (l *fabricLink) failed() error {
@@ -766,6 +783,12 @@ func (l *fabricLink) watchPeer() {
 func (l *fabricLink) shutdown() {
 	l.closeOnce.Do(func() {
 		if l.failed() == nil {
+			// The peer reads a large message from this end's memory: give
+			// it time to read those still out before the memory goes.
+			end := time.Now().Add(closeRendezvousWait)
+			for l.slotsOut() && time.Now().Before(end) && l.failed() == nil {
+				time.Sleep(50 * time.Microsecond)
+			}
 			// Tell the peer, over the fabric after what this end sent, and
 			// on the tcp connection; a close that cannot leave in closeWait
 			// is not waited for: the peer sees the connection's end.
@@ -783,6 +806,16 @@ func (l *fabricLink) shutdown() {
 		l.watch.Close()
 		l.wakeSelf()
 	})
+}
+
+// slotsOut reports whether a rendezvous payload waits for the peer to read it.
+func (l *fabricLink) slotsOut() bool {
+	for i := range l.slots {
+		if l.slots[i].Load() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *fabricLink) release(lingering *Conn) error {
