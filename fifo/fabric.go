@@ -79,9 +79,12 @@ type fabricOptions struct {
 }
 
 // WithProvider names the libfabric provider to use, as fi_info lists it
-// ("verbs;ofi_rxm", "efa", "tcp;ofi_rxm", "sockets", ...); by default
-// libfabric chooses among those that offer what the connection needs. Both
-// ends must use the same provider: a difference is refused by name.
+// ("verbs;ofi_rxm", "efa", "net", "tcp;ofi_rxm", ...). By default it is
+// libfabric's first choice among those that offer what the connection
+// needs, skipping tcp;ofi_rxm, sockets and shm, which failed under this
+// package's traffic with libfabric 1.17 (a crash at teardown, remote CQ
+// data before its data, an abort); a named one is used as named. Both ends
+// must use the same provider: a difference is refused by name.
 func WithProvider(name string) FabricOption { return func(o *fabricOptions) { o.provider = name } }
 
 // WithFabricNode names the local address the fabric endpoint binds to
@@ -132,7 +135,7 @@ func DialFabric(ctx context.Context, addr string, secret []byte, cfg Config, opt
 		if err := s.readVerdict(); err != nil {
 			return nil, err
 		}
-		conn, _, err := fabricBring(ctx, nc, addr, c, o)
+		conn, _, err := fabricBring(ctx, nc, addr, c, o, true)
 		return conn, err
 	}()
 	if eerr := end(); err == nil && eerr != nil {
@@ -193,7 +196,7 @@ func AcceptFabric(ctx context.Context, ln net.Listener, secret []byte, cfg Confi
 			}
 			var conn *Conn
 			var err error
-			conn, local, err = fabricBring(ctx, p.conn, p.peer, c, o)
+			conn, local, err = fabricBring(ctx, p.conn, p.peer, c, o, false)
 			return conn, err
 		}()
 		if local {
@@ -220,14 +223,18 @@ type fabricEndpoint interface {
 	card() fabricCard
 	// connect makes the connection to peer, checks that it carries a
 	// signal both ways (bounded by ctx) and hands it watch, the tcp
-	// connection, to watch. On error the endpoint is closed.
-	connect(ctx context.Context, peer fabricCard, watch net.Conn) (*Conn, error)
+	// connection, to watch. The dialer signals first, the acceptor only
+	// once it has heard the dialer: the provider then makes one
+	// connection, never two at once from both ends (whose teardown
+	// crashed tcp;ofi_rxm in libfabric 1.17). On error the endpoint is
+	// closed.
+	connect(ctx context.Context, peer fabricCard, watch net.Conn, dialer bool) (*Conn, error)
 	close()
 }
 
 // fabricBring opens this end's endpoint, swaps cards with the peer over nc
 // and connects. local says the error was opening this end's endpoint.
-func fabricBring(ctx context.Context, nc net.Conn, peer string, c Config, o fabricOptions) (_ *Conn, local bool, _ error) {
+func fabricBring(ctx context.Context, nc net.Conn, peer string, c Config, o fabricOptions, dialer bool) (_ *Conn, local bool, _ error) {
 	node := o.node
 	if node == "" {
 		if ta, ok := nc.LocalAddr().(*net.TCPAddr); ok {
@@ -247,7 +254,7 @@ func fabricBring(ctx context.Context, nc net.Conn, peer string, c Config, o fabr
 		ep.close()
 		return nil, false, err
 	}
-	conn, err := ep.connect(ctx, theirs, nc)
+	conn, err := ep.connect(ctx, theirs, nc, dialer)
 	return conn, false, err
 }
 
