@@ -185,16 +185,13 @@ static ssize_t rf_read(rf_end *e, void *buf, size_t len, void *desc, uint64_t ra
 // with no descriptor, returns at once). An error completion is read and
 // described in e->why.
 static ssize_t rf_poll(rf_end *e, int timeout) {
-	pthread_mutex_lock(&e->mu);
-	ssize_t n = fi_cq_read(e->cq, e->ents, RF_BATCH);
-	if (n == -FI_EAGAIN && timeout >= 0 && e->waitfd >= 0) {
-		struct fid *f = &e->cq->fid;
-		int t = fi_trywait(e->fabric, &f, 1);
-		pthread_mutex_unlock(&e->mu);
-		if (t == FI_SUCCESS) {
-			struct pollfd p = {.fd = e->waitfd, .events = POLLIN};
-			poll(&p, 1, timeout);
-		}
+	ssize_t n;
+	if (timeout >= 0 && e->waitfd >= 0) {
+		// The provider's own wait, which makes progress as it waits; not
+		// under mu, which would hold senders up for the whole wait.
+		n = fi_cq_sread(e->cq, e->ents, RF_BATCH, NULL, timeout);
+		pthread_mutex_lock(&e->mu);
+	} else {
 		pthread_mutex_lock(&e->mu);
 		n = fi_cq_read(e->cq, e->ents, RF_BATCH);
 	}
@@ -268,8 +265,8 @@ func contains(l []string, s string) bool {
 const (
 	fabricSpin    = 2000
 	fabricBlockMs = 5
-	// fabricNapWithoutFD is how long an idle progress goroutine sleeps
-	// between polls of a queue it cannot wait on.
+	// fabricNapWithoutFD is how long the progress goroutine sleeps between
+	// polls of a queue it cannot wait on, or while others read it.
 	fabricNapWithoutFD = 100 * time.Microsecond
 	// closeGrace is how long the end that was told of a close on the tcp
 	// connection waits for the fabric's close, which follows the peer's
@@ -317,6 +314,8 @@ type fabricLink struct {
 	heard      atomic.Uint64 // signals received, for liveness
 	beating    atomic.Bool   // connect has exchanged its first signals: heartbeats may go
 	sleeping   atomic.Bool   // a receiver parked and wants waking
+	waiters    atomic.Int32  // goroutines in progress
+	role       chan struct{} // the progress role: who reads the completion queue
 	local      chan struct{} // where it parks
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -371,7 +370,7 @@ func openFabric(provider, node string, cfg Config) (fabricEndpoint, error) {
 		provider = defaultProvider()
 	}
 	e := (*C.rf_end)(C.calloc(1, C.sizeof_rf_end))
-	l := &fabricLink{cfg: cfg, e: e, local: make(chan struct{}, 1), stop: make(chan struct{}), slots: make([]atomic.Uint32, cfg.BulkSlots)}
+	l := &fabricLink{cfg: cfg, e: e, local: make(chan struct{}, 1), role: make(chan struct{}, 1), stop: make(chan struct{}), slots: make([]atomic.Uint32, cfg.BulkSlots)}
 	fail := func(err error) (fabricEndpoint, error) {
 		l.free()
 		return nil, err
@@ -500,13 +499,13 @@ func (f *fabricEnd) connect(ctx context.Context, peer fabricCard, watch net.Conn
 	heard := func() bool { return l.heard.Load() > 0 }
 	err := error(nil)
 	if !dialer {
-		err = backoff(ctx, 0, heard, l.failed)
+		err = l.progressUntil(ctx, heard, l.failed)
 	}
 	if err == nil {
 		err = l.signal(sigBeat, 0)
 	}
 	if err == nil && dialer {
-		err = backoff(ctx, 0, heard, l.failed)
+		err = l.progressUntil(ctx, heard, l.failed)
 	}
 	l.beating.Store(true)
 	if err != nil {
@@ -572,12 +571,15 @@ func (l *fabricLink) put(pos uint64, h header, payload []byte) error {
 	return l.write(m[off:off+n], l.peer.ring+sigLine+uint64(off), l.peer.ringKey, signal(sigPut, uint32(pos&l.txImg.mask)), false)
 }
 
-func (l *fabricLink) flushTx() error          { return nil }
-func (l *fabricLink) txConsumed() uint64      { return l.txCred.Load() }
-func (l *fabricLink) rx() *ring               { return l.rxr }
-func (l *fabricLink) wakeUps() uint64         { return 0 }
-func (l *fabricLink) cheapCredits() bool      { return true }
-func (l *fabricLink) spin(configured int) int { return configured }
+func (l *fabricLink) flushTx() error     { return nil }
+func (l *fabricLink) txConsumed() uint64 { return l.txCred.Load() }
+func (l *fabricLink) rx() *ring          { return l.rxr }
+func (l *fabricLink) wakeUps() uint64    { return 0 }
+func (l *fabricLink) cheapCredits() bool { return true }
+
+// spin: a message reaches the ring only when someone reads the queue,
+// which the waiter does itself (park); a glance at the ring comes first.
+func (l *fabricLink) spin(configured int) int { return min(configured, 64) }
 func (l *fabricLink) checkPeer() error        { return l.failed() }
 
 func (l *fabricLink) returnCredits(consumed uint64) error {
@@ -596,15 +598,92 @@ func (l *fabricLink) park(ctx context.Context, pos uint64, seq uint32, wake bool
 	if wake {
 		l.sleeping.Store(true)
 	}
-	if _, ok := l.rxr.peek(pos, seq); !ok && l.failed() == nil {
+	err := l.progress(ctx, func() bool { _, ok := l.rxr.peek(pos, seq); return ok })
+	l.sleeping.Store(false)
+	if err != nil && l.failed() == nil {
+		return nil // ctx: the caller checks it
+	}
+	return l.failed()
+}
+
+// progress makes progress until cond holds, a while has passed (the
+// caller looks again), or the link fails: it reads the completion queue
+// itself when no one else does (the progress role), spinning, then
+// waiting in the queue; otherwise it waits to be woken by whoever reads,
+// as the tcp provider's reader role works. A waiter reading the queue
+// itself spares the hand-off from another goroutine, which on a loaded
+// host waits for a processor.
+func (l *fabricLink) progress(ctx context.Context, cond func() bool) error {
+	l.waiters.Add(1)
+	defer l.waiters.Add(-1)
+	for {
+		if cond() {
+			return nil
+		}
+		if err := l.failed(); err != nil {
+			return err
+		}
+		select {
+		case l.role <- struct{}{}:
+			err := l.progressHolding(ctx, cond)
+			<-l.role
+			l.wakeSelf() // another waiter may take the role
+			return err
+		default:
+		}
+		l.sleeping.Store(true)
+		if cond() {
+			return nil
+		}
+		t := time.NewTimer(fabricBlockMs * time.Millisecond)
 		select {
 		case <-l.local:
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
 		case <-l.stop:
 		}
+		t.Stop()
 	}
-	l.sleeping.Store(false)
-	return l.failed()
+}
+
+// progressHolding reads the queue until cond holds, holding the role: it
+// polls for a while, then waits in the queue once.
+func (l *fabricLink) progressHolding(ctx context.Context, cond func() bool) error {
+	for i := 0; i < fabricSpin; i++ {
+		l.poll(-1)
+		if cond() {
+			return nil
+		}
+		if err := l.failed(); err != nil {
+			return err
+		}
+		if i&63 == 63 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	l.poll(1)
+	return nil
+}
+
+// poll reads the queue once, waiting up to timeout ms for a completion
+// (not at all if negative), and applies what it read (holding the role).
+func (l *fabricLink) poll(timeout C.int) int {
+	n := C.rf_poll(l.e, timeout)
+	switch {
+	case n > 0:
+		l.apply(int(n))
+		return int(n)
+	case n == -C.FI_EAVAIL:
+		l.failedCompletion()
+	case n == 0 || n == -C.FI_EAGAIN || n == -C.FI_ETIMEDOUT || n == -C.FI_EINTR: // signals interrupt a wait: Go's are frequent
+	default:
+		l.setDead(fmt.Errorf("%w: libfabric completion queue: %s", ErrPeerDead, C.GoString(C.fi_strerror(C.int(-n)))))
+	}
+	return 0
 }
 
 // polling: while goroutines poll the ring, the progress goroutine wakes no
@@ -612,12 +691,33 @@ func (l *fabricLink) park(ctx context.Context, pos uint64, seq uint32, wake bool
 func (l *fabricLink) polling(on bool) { l.sleeping.Store(!on) }
 
 func (l *fabricLink) waitTx(ctx context.Context, cond func() bool) error {
-	return backoff(ctx, l.cfg.Spin, cond, l.failed)
+	return l.progressUntil(ctx, cond, l.failed)
+}
+
+// progressUntil makes progress until cond holds, ctx ends or check fails.
+// cond is not asked again once it held: it may have had an effect (taking
+// a rendezvous slot).
+func (l *fabricLink) progressUntil(ctx context.Context, cond0 func() bool, check func() error) error {
+	held := false
+	cond := func() bool {
+		held = held || cond0()
+		return held
+	}
+	for !cond() {
+		if err := check(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		l.progress(ctx, cond)
+	}
+	return nil
 }
 
 func (l *fabricLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 	slot := -1
-	err := backoff(ctx, l.cfg.Spin, func() bool {
+	err := l.progressUntil(ctx, func() bool {
 		for s := range l.slots {
 			if l.slots[s].CompareAndSwap(0, 1) {
 				slot = s
@@ -660,7 +760,7 @@ func (l *fabricLink) bulkView(slot uint32, n uint32) ([]byte, error) {
 		}
 		runtime.Gosched()
 	}
-	err := backoff(context.Background(), l.cfg.Spin, func() bool { return l.readState.Load() != readPending }, l.closedOrDead)
+	err := l.progressUntil(context.Background(), func() bool { return l.readState.Load() != readPending }, l.closedOrDead)
 	if err != nil {
 		return nil, err
 	}
@@ -707,40 +807,44 @@ func (l *fabricLink) failed() error {
 // the peer's signals, sends heartbeats and watches the peer's.
 func (l *fabricLink) run() {
 	defer l.wg.Done()
-	idle := 0
 	canWait := C.rf_can_wait(l.e) != 0
 	lastBeat, lastSeen, heard := time.Now(), time.Now(), uint64(0)
-	for turn := 0; ; turn++ {
+	for {
 		select {
 		case <-l.stop:
 			return
 		default:
 		}
-		timeout := C.int(-1)
-		if idle >= fabricSpin {
-			timeout = fabricBlockMs
-			if !canWait {
-				time.Sleep(fabricNapWithoutFD) // a queue without a descriptor is polled
+		// Progress for no one in particular (credits, finishes, the peer's
+		// puts before anyone waits, and providers that move data only when
+		// called), while no waiter does it.
+		progressed := false
+		if l.waiters.Load() == 0 {
+			select {
+			case l.role <- struct{}{}:
+				timeout := C.int(fabricBlockMs)
+				if !canWait {
+					timeout = -1
+				}
+				if l.poll(timeout) > 0 && l.sleeping.Load() {
+					l.wakeSelf()
+				}
+				<-l.role
+				progressed = canWait
+				if l.waiters.Load() > 0 {
+					l.wakeSelf() // a waiter may take the role
+				}
+			default:
 			}
 		}
-		n := C.rf_poll(l.e, timeout)
-		switch {
-		case n > 0:
-			l.apply(int(n))
-			idle = 0
-		case n == -C.FI_EAVAIL:
-			l.failedCompletion()
-		case n == 0 || n == -C.FI_EAGAIN || n == -C.FI_ETIMEDOUT || n == -C.FI_EINTR: // signals interrupt a wait: Go's are frequent
-			idle++
-			if timeout < 0 && idle&63 == 0 {
-				runtime.Gosched()
+		if !progressed {
+			t := time.NewTimer(fabricNapWithoutFD)
+			select {
+			case <-t.C:
+			case <-l.stop:
+				t.Stop()
+				return
 			}
-		default:
-			l.setDead(fmt.Errorf("%w: libfabric completion queue: %s", ErrPeerDead, C.GoString(C.fi_strerror(C.int(-n)))))
-			idle++
-		}
-		if timeout < 0 && turn&255 != 0 && n <= 0 {
-			continue
 		}
 		now := time.Now()
 		if now.Sub(lastBeat) >= l.cfg.Heartbeat && l.beating.Load() && l.failed() == nil {
