@@ -224,10 +224,9 @@ type fabricEndpoint interface {
 	// connect makes the connection to peer, checks that it carries a
 	// signal both ways (bounded by ctx) and hands it watch, the tcp
 	// connection, to watch. The dialer signals first, the acceptor only
-	// once it has heard the dialer: the provider then makes one
-	// connection, never two at once from both ends (whose teardown
-	// crashed tcp;ofi_rxm in libfabric 1.17). On error the endpoint is
-	// closed.
+	// once it has heard the dialer, so that a provider that connects on
+	// first use makes one connection, not two at once from both ends. On
+	// error the endpoint is closed.
 	connect(ctx context.Context, peer fabricCard, watch net.Conn, dialer bool) (*Conn, error)
 	close()
 }

@@ -483,8 +483,9 @@ func (f *fabricEnd) connect(ctx context.Context, peer fabricCard, watch net.Conn
 	ret := C.rf_insert(l.e, caddr)
 	C.free(caddr)
 	if ret != 0 {
+		err := libfabricErr(l.e)
 		l.free()
-		return nil, libfabricErr(l.e)
+		return nil, err
 	}
 	l.peer = peer
 	c := newConn(l, l.cfg)
@@ -554,7 +555,19 @@ func (l *fabricLink) write(b []byte, raddr, key, data uint64, closing bool) erro
 		if err := l.failed(); err != nil {
 			return err
 		}
-		runtime.Gosched() // the progress goroutine frees the queue
+		l.nudge()
+	}
+}
+
+// nudge makes progress once if no one else is, so that a full queue
+// drains; else it yields to whoever is.
+func (l *fabricLink) nudge() {
+	select {
+	case l.role <- struct{}{}:
+		l.poll(-1)
+		<-l.role
+	default:
+		runtime.Gosched()
 	}
 }
 
@@ -758,7 +771,7 @@ func (l *fabricLink) bulkView(slot uint32, n uint32) ([]byte, error) {
 		if err := l.closedOrDead(); err != nil {
 			return nil, err
 		}
-		runtime.Gosched()
+		l.nudge()
 	}
 	err := l.progressUntil(context.Background(), func() bool { return l.readState.Load() != readPending }, l.closedOrDead)
 	if err != nil {
