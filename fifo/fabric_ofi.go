@@ -224,6 +224,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -243,20 +244,11 @@ func fabricProviders() ([]string, error) {
 	}
 	var out []string
 	for _, n := range strings.Split(C.GoString(buf), "\n") {
-		if n != "" && !contains(out, n) {
+		if n != "" && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
 	return out, nil
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Progress: polls of the completion queue after an event before the
@@ -358,7 +350,7 @@ func defaultProvider() string {
 		return ""
 	}
 	for _, p := range all {
-		if !contains(fabricAvoid, p) {
+		if !slices.Contains(fabricAvoid, p) {
 			return p
 		}
 	}

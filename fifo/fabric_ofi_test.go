@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -269,7 +270,7 @@ func TestFabricProviderMismatch(t *testing.T) {
 	}
 	other := ""
 	for _, p := range all {
-		if p != mine && !strings.Contains(p, "udp") && !contains(fabricAvoid, p) {
+		if p != mine && !strings.Contains(p, "udp") && !slices.Contains(fabricAvoid, p) {
 			other = p
 			break
 		}
