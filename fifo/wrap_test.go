@@ -34,6 +34,12 @@ func shiftDirection(tx, rx *Conn, pos uint64, seq uint32) {
 	if l, ok := rx.l.(*tcpLink); ok {
 		l.nextPos, l.nextSeq = pos, seq
 	}
+	if l, ok := tx.l.(interface{ shiftTx(pos uint64) }); ok { // fabric (fabric_ofi_test.go)
+		l.shiftTx(pos)
+	}
+	if l, ok := rx.l.(interface{ shiftRx(pos uint64, seq uint32) }); ok {
+		l.shiftRx(pos, seq)
+	}
 }
 
 func shiftPair(a, b *Conn, pos uint64, seq uint32) {

@@ -136,7 +136,7 @@ var benchSecret = []byte("bench")
 func Transports() []Transport {
 	cfg := benchConfig(false)
 	secret := []byte("bench")
-	return []Transport{
+	ts := []Transport{
 		{Name: "fifo/shm", Proc: procPair(cfg)},
 		// Each end has one sending and one receiving goroutine here.
 		{Name: "fifo/shm exclusive", Proc: procPair(benchConfig(true))},
@@ -158,6 +158,9 @@ func Transports() []Transport {
 			}
 			return a, b, nil
 		}},
+	}
+	ts = append(ts, fabricTransports(cfg)...) // none in a build without the provider
+	return append(ts, []Transport{
 		{Name: "fifo/mem", Pair: func() (end, end, error) {
 			a, b, err := fifo.Pipe(cfg)
 			return a, b, err
@@ -175,7 +178,7 @@ func Transports() []Transport {
 			ab, ba := make(chan []byte, 256), make(chan []byte, 256)
 			return &chanEnd{out: ab, in: ba}, &chanEnd{out: ba, in: ab}, nil
 		}},
-	}
+	}...)
 }
 
 // pair makes a fresh pair, then collects garbage: a fifo pair maps megabytes

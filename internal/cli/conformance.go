@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/rrefkit/rref/fifo"
 	"io"
 	"os"
 	goruntime "runtime"
@@ -62,7 +63,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	workers := fs.Int("workers", goruntime.GOMAXPROCS(0), "exhaustive: goroutines searching each scenario's states (verdicts and counts do not depend on it)")
 	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over -transport, random message delays)")
 	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
-	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory) or shm (each pair over shared memory)")
+	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory), shm (each pair over shared memory) or fabric (each pair over libfabric, in a build with -tags rreffabric)")
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
@@ -118,9 +119,15 @@ stopped an exhaustive search short: that is not a proof.`)
 		return ExitFail
 	}
 	if *target == "runtime" {
-		if *transport != "mem" && *transport != "shm" {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -transport %q (mem or shm)\n", *transport)
+		if *transport != "mem" && *transport != "shm" && *transport != "fabric" {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -transport %q (mem, shm or fabric)\n", *transport)
 			return ExitUsage
+		}
+		if *transport == "fabric" {
+			if _, err := fifo.FabricProviders(); err != nil {
+				fmt.Fprintf(env.Stderr, "rrefgen conformance: -transport fabric: %v\n", err)
+				return ExitUsage
+			}
 		}
 		return runRuntimeTarget(env, scs, *transport, *runs, *seed)
 	}

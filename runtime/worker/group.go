@@ -56,8 +56,11 @@ func checkNames(names []string) error {
 // Peer is one member of a group started across processes or hosts.
 type Peer struct {
 	Name string
-	// Addr is "host:port" for tcp, or "shm:GROUP" for shared memory with the
-	// other "shm:GROUP" peers on this host.
+	// Addr is "host:port" for tcp, "shm:GROUP" for shared memory with the
+	// other "shm:GROUP" peers on this host, or "fabric:host:port" for
+	// libfabric (fifo.DialFabric, in a build with -tags rreffabric), where
+	// host:port is where the member accepts; fabric members connect only
+	// to fabric members.
 	Addr string
 }
 
@@ -84,6 +87,11 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
+	for _, p := range peers {
+		if isFabric(p.Addr) != isFabric(peers[0].Addr) {
+			return nil, fmt.Errorf("worker: %s (%s) and %s (%s): a group is on libfabric whole or not at all", peers[0].Name, peers[0].Addr, p.Name, p.Addr)
+		}
+	}
 	if me < 0 {
 		return nil, fmt.Errorf("%w %q: not among the peers", ErrUnknownWorker, self)
 	}
@@ -96,6 +104,12 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	defer stopAccepting()
 	errc := make(chan error, 1)
 	var tl *fifo.TCPListener
+	var fabricLn net.Listener // a fabric member's: only Start accepts on it
+	defer func() {
+		if fabricLn != nil {
+			fabricLn.Close()
+		}
+	}()
 	fail := func(err error) (*Worker, error) {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%s)", err, w.missing())
@@ -118,7 +132,13 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 			needAccept++
 		}
 	}
-	if needAccept > 0 && !isSHM(myAddr) {
+	if needAccept > 0 && isFabric(myAddr) {
+		ln, err := net.Listen("tcp", strings.TrimPrefix(myAddr, "fabric:"))
+		if err != nil {
+			return fail(fmt.Errorf("worker: listen on %s: %w", myAddr, err))
+		}
+		fabricLn = ln
+	} else if needAccept > 0 && !isSHM(myAddr) {
 		ln, err := net.Listen("tcp", myAddr)
 		if err != nil {
 			return fail(fmt.Errorf("worker: listen on %s: %w", myAddr, err))
@@ -135,7 +155,20 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	}
 	if needAccept > 0 {
 		accepting = true
-		go func() { errc <- w.acceptMembers(acceptCtx, tl, me, needAccept) }()
+		accept := func(ctx context.Context) (*fifo.Conn, error) { return tl.Accept(ctx) }
+		if fabricLn != nil {
+			accept = func(ctx context.Context) (*fifo.Conn, error) {
+				for {
+					conn, err := fifo.AcceptFabric(ctx, fabricLn, secret, w.cfg.FIFO)
+					if err == nil || ctx.Err() != nil {
+						return conn, err
+					}
+					// A dialer refused (AcceptFabric's reason); accepting goes on.
+					w.cfg.Logger.Warn("rref connection refused", "worker", w.name, "err", err)
+				}
+			}
+		}
+		go func() { errc <- w.acceptMembers(acceptCtx, accept, me, needAccept) }()
 	}
 	for j := range peers {
 		if j == me {
@@ -160,7 +193,15 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		if j > me {
 			continue // it dials us
 		}
-		conn, err := dialRetry(ctx, peers[j].Addr, secret, w.cfg.FIFO, w.tcpOptions()...)
+		var conn *fifo.Conn
+		var err error
+		if isFabric(peers[j].Addr) {
+			conn, err = retryDial(ctx, peers[j].Addr, func(ctx context.Context) (*fifo.Conn, error) {
+				return fifo.DialFabric(ctx, strings.TrimPrefix(peers[j].Addr, "fabric:"), secret, w.cfg.FIFO)
+			})
+		} else {
+			conn, err = dialRetry(ctx, peers[j].Addr, secret, w.cfg.FIFO, w.tcpOptions()...)
+		}
 		if err != nil {
 			return fail(fmt.Errorf("worker: connect to %s: %w", peers[j].Name, err))
 		}
@@ -203,9 +244,9 @@ func (w *Worker) tcpOptions() []fifo.TCPOption {
 // A member that introduces itself wrongly is refused and logged, and
 // accepting goes on (the listener already drops strays): nothing from
 // outside the group must stop it.
-func (w *Worker) acceptMembers(ctx context.Context, tl *fifo.TCPListener, me, n int) error {
+func (w *Worker) acceptMembers(ctx context.Context, accept func(context.Context) (*fifo.Conn, error), me, n int) error {
 	for n > 0 {
-		conn, err := tl.Accept(ctx)
+		conn, err := accept(ctx)
 		if err != nil {
 			return fmt.Errorf("worker: not every peer connected: %w", err)
 		}
@@ -292,6 +333,8 @@ func (w *Worker) missing() string {
 
 func isSHM(addr string) bool { return strings.HasPrefix(addr, "shm:") }
 
+func isFabric(addr string) bool { return strings.HasPrefix(addr, "fabric:") }
+
 func readHello(ctx context.Context, conn *fifo.Conn, n int) (int, error) {
 	b, err := conn.Recv(ctx, nil)
 	if err != nil {
@@ -314,10 +357,15 @@ func readHello(ctx context.Context, conn *fifo.Conn, n int) (int, error) {
 // dialRetry dials until the peer listens or ctx ends: members of a group
 // start in any order.
 func dialRetry(ctx context.Context, addr string, secret []byte, cfg fifo.Config, opts ...fifo.TCPOption) (*fifo.Conn, error) {
+	return retryDial(ctx, addr, func(ctx context.Context) (*fifo.Conn, error) { return fifo.DialTCP(ctx, addr, secret, cfg, opts...) })
+}
+
+// retryDial is dialRetry with any dialer.
+func retryDial(ctx context.Context, addr string, dial func(context.Context) (*fifo.Conn, error)) (*fifo.Conn, error) {
 	wait := time.Millisecond
 	for {
-		conn, err := fifo.DialTCP(ctx, addr, secret, cfg, opts...)
-		if err == nil || errors.Is(err, fifo.ErrAuth) || ctx.Err() != nil {
+		conn, err := dial(ctx)
+		if err == nil || errors.Is(err, fifo.ErrAuth) || errors.Is(err, fifo.ErrNoFabric) || ctx.Err() != nil {
 			return conn, err
 		}
 		select {

@@ -1,0 +1,8 @@
+//go:build !(rreffabric && cgo && linux)
+
+package fifo
+
+func fabricAvailable() error             { return ErrNoFabric }
+func fabricProviders() ([]string, error) { return nil, ErrNoFabric }
+
+func openFabric(string, string, Config) (fabricEndpoint, error) { return nil, ErrNoFabric }

@@ -1,0 +1,398 @@
+//go:build rreffabric && cgo && linux
+
+package fifo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fabricProvider is the libfabric provider the tests use:
+// RREF_FABRIC_PROVIDER, or the default choice.
+var fabricProvider = os.Getenv("RREF_FABRIC_PROVIDER")
+
+func init() {
+	providers["fabric"] = fabricPair
+}
+
+func fabricPair(t testing.TB, cfg Config) (*Conn, *Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var a *Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a, err = AcceptFabric(ctx, ln, secret, cfg, WithProvider(fabricProvider))
+	}()
+	b, derr := DialFabric(ctx, ln.Addr().String(), secret, cfg, WithProvider(fabricProvider))
+	<-done
+	if err != nil || derr != nil {
+		if a != nil {
+			a.Close()
+		}
+		if b != nil {
+			b.Close()
+		}
+		t.Fatal(err, derr)
+	}
+	return a, b
+}
+
+func TestFabricProviders(t *testing.T) {
+	p, err := FabricProviders()
+	t.Log(p, err)
+	if err != nil || len(p) == 0 {
+		t.Fatal(p, err)
+	}
+}
+
+func TestFabricSmoke(t *testing.T) {
+	a, b := fabricPair(t, Config{Cells: 64, MaxMessage: 1 << 20})
+	defer a.Close()
+	defer b.Close()
+	ctx := context.Background()
+	for i, n := range []int{0, 1, 56, 57, 1000, 4000, 100000, 1 << 20} {
+		if err := a.Send(ctx, pattern(i, n)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.Recv(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(pattern(i, n)) {
+			t.Fatalf("message %d of %d bytes differs", i, n)
+		}
+	}
+}
+
+// shiftTx and shiftRx move an idle link's counters (wrap_test.go).
+func (l *fabricLink) shiftTx(pos uint64) { l.txCred.Store(pos) }
+func (l *fabricLink) shiftRx(pos uint64, seq uint32) {
+	l.landing.nextPos, l.landing.nextSeq = pos, seq
+}
+
+// A second process for the tests below: RREF_FABRIC_PEER=addr,mode dials
+// addr and echoes (mode echo) or exits without closing (mode die).
+func init() {
+	spec := os.Getenv("RREF_FABRIC_PEER")
+	if spec == "" {
+		return
+	}
+	addr, mode, _ := strings.Cut(spec, ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := DialFabric(ctx, addr, secret, Config{Cells: 256}, WithProvider(fabricProvider))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fabric peer:", err)
+		os.Exit(1)
+	}
+	if mode == "die" {
+		os.Exit(0) // vanish without closing: the other end must notice
+	}
+	var buf []byte
+	for {
+		if buf, err = c.Recv(ctx, buf); err != nil {
+			break
+		}
+		if err = c.Send(ctx, buf); err != nil {
+			break
+		}
+	}
+	c.Close()
+	os.Exit(0)
+}
+
+func startFabricPeer(t *testing.T, addr, mode string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "RREF_FABRIC_PEER="+addr+","+mode)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+func acceptFabricPeer(t *testing.T, mode string, cfg Config) (*Conn, *exec.Cmd) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cmd := startFabricPeer(t, ln.Addr().String(), mode)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := AcceptFabric(ctx, ln, secret, cfg, WithProvider(fabricProvider))
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal(err)
+	}
+	return c, cmd
+}
+
+// TestFabricTwoProcesses echoes messages of every size, rendezvous
+// included, through a second process.
+func TestFabricTwoProcesses(t *testing.T) {
+	c, cmd := acceptFabricPeer(t, "echo", Config{Cells: 256})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var buf []byte
+	var err error
+	for i, n := range []int{0, 1, 56, 57, 1000, 3000, 5000, 100_000, 1 << 20, 4 << 20, 7} {
+		want := pattern(i, n)
+		if err := c.Send(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		if buf, err = c.Recv(ctx, buf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, want) {
+			t.Fatalf("echo of %d bytes differs", n)
+		}
+	}
+	c.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("peer: %v", err)
+	}
+}
+
+// TestFabricPeerDeath: a peer process that exits without closing is dead at
+// once (its tcp connection ends with no close), for a waiting Recv and for
+// a Send.
+func TestFabricPeerDeath(t *testing.T) {
+	c, cmd := acceptFabricPeer(t, "die", Config{Cells: 256})
+	defer c.Close()
+	cmd.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.Recv(ctx, nil); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("Recv from a dead peer: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("death noticed after %v", d)
+	}
+	if err := c.Send(ctx, []byte("x")); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("Send to a dead peer: %v", err)
+	}
+}
+
+// TestFabricSilentPeerIsDead: a peer whose signals stop while its tcp
+// connection stays open (a stopped process, or a host gone) is dead after
+// DeadAfter.
+func TestFabricSilentPeerIsDead(t *testing.T) {
+	c, cmd := acceptFabricPeer(t, "echo", Config{Cells: 256, Heartbeat: 5 * time.Millisecond, DeadAfter: 300 * time.Millisecond})
+	defer c.Close()
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel0()
+	if err := c.Send(ctx0, []byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recv(ctx0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Recv(ctx, nil); !errors.Is(err, ErrPeerDead) {
+		t.Fatalf("Recv from a stopped peer: %v", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("a silent peer was found dead after %v, with DeadAfter 300ms", d)
+	}
+}
+
+// TestFabricRefusesStrangers: a wrong secret is refused on both ends, and
+// the acceptor goes on to take the right one.
+func TestFabricRefusesStrangers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type res struct {
+		c   *Conn
+		err error
+	}
+	acc := make(chan res, 1)
+	go func() {
+		c, err := AcceptFabric(ctx, ln, secret, Config{Cells: 64}, WithProvider(fabricProvider))
+		acc <- res{c, err}
+	}()
+	if _, err := DialFabric(ctx, ln.Addr().String(), []byte("wrong"), Config{Cells: 64}, WithProvider(fabricProvider)); !errors.Is(err, ErrAuth) {
+		t.Fatalf("dial with a wrong secret: %v", err)
+	}
+	if _, err := DialFabric(ctx, ln.Addr().String(), secret, Config{Cells: 128}, WithProvider(fabricProvider)); !errors.Is(err, ErrAuth) {
+		t.Fatalf("dial with another geometry: %v", err)
+	}
+	b, err := DialFabric(ctx, ln.Addr().String(), secret, Config{Cells: 64}, WithProvider(fabricProvider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r := <-acc
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.c.Close()
+	echoCheck(t, r.c, b)
+}
+
+// TestFabricProviderMismatch: ends on different providers are refused,
+// naming both.
+func TestFabricProviderMismatch(t *testing.T) {
+	all, _ := FabricProviders()
+	mine := fabricProvider
+	if mine == "" {
+		mine = defaultProvider()
+	}
+	other := ""
+	for _, p := range all {
+		if p != mine && !strings.Contains(p, "udp") && !slices.Contains(fabricAvoid, p) {
+			other = p
+			break
+		}
+	}
+	if other == "" {
+		t.Skip("one provider only")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	go AcceptFabric(ctx, ln, secret, Config{Cells: 64}, WithProvider(other))
+	_, err = DialFabric(ctx, ln.Addr().String(), secret, Config{Cells: 64}, WithProvider(mine))
+	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), mine) {
+		t.Fatalf("ends on %s and %s: %v", mine, other, err)
+	}
+	<-ctx.Done()
+}
+
+// TestFabricHostilePeer: signals a member cannot mean, sent over the real
+// fabric, fail the receiving end with ErrCorrupt, and nothing else of that
+// peer is applied after.
+func TestFabricHostilePeer(t *testing.T) {
+	cases := []struct {
+		name string
+		data uint64
+	}{
+		{"an unknown signal", signal(7, 0)},
+		{"remote CQ data above 32 bits", 1<<40 | signal(sigBeat, 0)},
+		{"a finish for a slot not out", signal(sigFinish, 0)},
+		{"a finish for a slot that does not exist", signal(sigFinish, 99)},
+		{"a put outside the ring", signal(sigPut, 1<<20)},
+		{"a put of a cell never written", signal(sigPut, 0)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := fabricPair(t, Config{Cells: 64})
+			defer a.Close()
+			defer b.Close()
+			lb := b.l.(*fabricLink)
+			if err := lb.write(lb.sigSrc, lb.peer.ring, lb.peer.ringKey, tc.data, false); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := a.Recv(ctx, nil); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Recv after %s: %v", tc.name, err)
+			}
+		})
+	}
+}
+
+// TestFabricCloseAfterABurst: every message sent before Close reaches the
+// peer before the close does, rendezvous included.
+func TestFabricCloseAfterABurst(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		a, b := fabricPair(t, Config{Cells: 1024, MaxMessage: 1 << 18})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		const n = 200
+		go func() {
+			for i := 0; i < n; i++ {
+				if a.Send(ctx, pattern(i, (i*977)%(100<<10))) != nil {
+					return
+				}
+			}
+			a.Close()
+		}()
+		var buf []byte
+		var err error
+		for i := 0; i < n; i++ {
+			if buf, err = b.Recv(ctx, buf); err != nil {
+				t.Fatalf("round %d: message %d of %d: %v", round, i, n, err)
+			}
+			if !bytes.Equal(buf, pattern(i, (i*977)%(100<<10))) {
+				t.Fatalf("round %d: message %d differs", round, i)
+			}
+		}
+		if _, err := b.Recv(ctx, buf); !errors.Is(err, ErrClosed) {
+			t.Fatalf("round %d: after the last message: %v", round, err)
+		}
+		b.Close()
+		cancel()
+	}
+}
+
+// BenchmarkFabricPingPong reports one-way latency over the fabric, beside
+// tcp's in BenchmarkPingPong.
+func BenchmarkFabricPingPong(b *testing.B) {
+	for _, size := range []int{8, 56, 4096, 65536} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			a, e := fabricPair(b, Config{Cells: 1 << 12})
+			defer a.Close()
+			defer e.Close()
+			ctx := context.Background()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				var buf []byte
+				var err error
+				for {
+					if buf, err = e.Recv(ctx, buf); err != nil || len(buf) == 0 {
+						return
+					}
+					if e.Send(ctx, buf) != nil {
+						return
+					}
+				}
+			}()
+			msg := make([]byte, size)
+			var buf []byte
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				a.Send(ctx, msg)
+				buf, _ = a.Recv(ctx, buf)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/one-way")
+			a.Send(ctx, nil)
+			<-done
+		})
+	}
+}
