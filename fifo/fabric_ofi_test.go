@@ -122,6 +122,9 @@ func startFabricPeer(t *testing.T, addr, mode string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "RREF_FABRIC_PEER="+addr+","+mode)
 	cmd.Stderr = os.Stderr
+	// The peer dies with this process: a test binary killed by its timeout
+	// left echo peers spinning for minutes on a loaded host.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
