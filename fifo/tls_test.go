@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,28 +143,31 @@ func TestTLSMutual(t *testing.T) {
 	if _, err = DialTCP(ctx, addr, secret, Config{}); err == nil {
 		t.Fatal("a plain dial to a TLS listener passed")
 	}
-	// At least five: a count that overshoots says so with the refusals,
-	// rather than as a wait for exactly five that never ends (a CI run on
-	// a loaded host once reported only "not within 30s").
-	waitFor(t, eventually, "five refusals", func() bool { return l.Refused() >= 5 })
-	if n := l.Refused(); n != 5 {
-		t.Fatalf("%d refusals, want 5: %v", n, r.all())
+	// Each of the five refused for its own reason. The count may exceed
+	// five: a CI run under -race saw a sixth refusal, a client gone
+	// mid-handshake ("tls handshake ...: EOF") that none of these dials
+	// made; other tests run alongside, and a resumable link re-dialling an
+	// address whose port this listener now has would look just so.
+	reasons := []string{
+		"unknown authority",                  // a foreign certificate
+		"didn't provide a certificate",       // none
+		"secrets differ",                     // the wrong secret over TLS
+		"bad certificate",                    // a dialer that does not trust this end
+		"does not look like a TLS handshake", // plain tcp
 	}
-	var tlsRefused int
-	for _, err := range r.all() {
-		if errors.Is(err, ErrAuth) && strings.Contains(err.Error(), "tls") {
-			tlsRefused++
+	all := func() bool {
+		for _, why := range reasons {
+			if !slices.ContainsFunc(r.all(), func(err error) bool { return strings.Contains(err.Error(), why) }) {
+				return false
+			}
 		}
+		return true
 	}
-	if tlsRefused < 3 { // foreign, none, untrusting (and perhaps the plain one)
-		t.Fatalf("refusals in TLS: %d of %v", tlsRefused, r.all())
-	}
-	foreign := false
+	waitFor(t, eventually, "the five refusals, each for its reason", all)
 	for _, err := range r.all() {
-		foreign = foreign || strings.Contains(err.Error(), "unknown authority")
-	}
-	if !foreign {
-		t.Fatalf("the foreign certificate was not refused for its authority: %v", r.all())
+		if !errors.Is(err, ErrAuth) && !strings.Contains(err.Error(), "tls") {
+			t.Errorf("refused for no reason of authentication: %v", err)
+		}
 	}
 	connectThrough(t, l, time.Second, WithTLS(p.client))
 
