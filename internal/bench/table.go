@@ -45,6 +45,9 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 	var floor time.Duration
 	pairedFloor := map[string]floors{}
 	noteFloor := func(name string, fl floors) {
+		if fl.line <= 0 {
+			return // not measured (the row failed): it must not erase the best floor seen
+		}
 		pairedFloor[name] = fl
 		if floor == 0 || fl.line < floor {
 			floor = fl.line
