@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	register(command{"bench", "measure transports side by side with their peers (bench fifo)", runBench})
+	register(command{"bench", "measure transports and calls side by side with their peers (bench fifo, bench rpc)", runBench})
 }
 
 func runBench(env *Env, args []string) int {

@@ -67,3 +67,20 @@ func TestNewcomersMistakes(t *testing.T) {
 		t.Errorf("check of a missing file: %d %q", code, errs)
 	}
 }
+
+// TestRuntimeTargetRefusesSearchFlags: flags of the search mean nothing to
+// the runtime target, and -json nothing to -enumerate; a user who set one
+// believes it took effect (newcomer trial: -walks 5 ran the default 20).
+func TestRuntimeTargetRefusesSearchFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-target", "runtime", "-walks", "5"},
+		{"-target", "runtime", "-json"},
+		{"-target", "runtime", "-enumerate", "2x2"},
+		{"-target", "runtime", "-mode", "pct"},
+		{"-enumerate", "2x2", "-json"},
+	} {
+		if code, _, errs := run(t, "", append([]string{"conformance"}, args...)...); code != ExitUsage || !strings.Contains(errs, "does not apply") {
+			t.Errorf("%v: %d %q", args, code, errs)
+		}
+	}
+}

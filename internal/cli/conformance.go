@@ -92,9 +92,21 @@ stopped an exhaustive search short: that is not a proof.`)
 	}
 	for _, name := range []string{"walks", "seed"} {
 		if set[name] && (*mode == "exhaustive" && *target == "core") {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s applies to -mode random or pct, or -target runtime\n", name)
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s applies to -mode random or pct (and -seed to -target runtime)\n", name)
 			return ExitUsage
 		}
+	}
+	// The runtime target runs each scenario -runs times on real workers:
+	// the search's flags mean nothing to it.
+	for _, name := range []string{"mode", "walks", "json", "enumerate", "replay", "max-states", "max-memory", "unreduced", "workers"} {
+		if set[name] && *target == "runtime" {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s does not apply to -target runtime\n", name)
+			return ExitUsage
+		}
+	}
+	if set["json"] && *enumerate != "" {
+		fmt.Fprintln(env.Stderr, "rrefgen conformance: -json does not apply to -enumerate")
+		return ExitUsage
 	}
 	for name, v := range map[string]int{"runs": *runs, "walks": *walks, "max-states": *maxStates, "workers": *workers} {
 		if v < 1 {
@@ -282,7 +294,7 @@ func runRuntimeTarget(env *Env, scs []*conformance.Scenario, transport string, r
 		}
 	}
 	ran := len(scs) - skipped
-	fmt.Fprintf(env.Stdout, "\n%d scenarios on the runtime (%d skipped): %d passed, %d failed\n", ran, skipped, ran-failed, failed)
+	fmt.Fprintf(env.Stdout, "\n%s on the runtime (%d skipped): %d passed, %d failed\n", count(ran, "scenario"), skipped, ran-failed, failed)
 	if failed > 0 {
 		return ExitFail
 	}

@@ -267,8 +267,8 @@ With no spec named, checks the project's own specs (RRef, group).`)
 		for _, m := range p.Machines {
 			transitions += len(m.Transitions)
 		}
-		fmt.Fprintf(env.Stdout, "ok  %s: protocol %s v%d, %d messages, %d machines, %d transitions, %d invariants\n",
-			p.Path, p.Name, p.Version, len(p.Messages), len(p.Machines), transitions, len(p.Invariants))
+		fmt.Fprintf(env.Stdout, "ok  %s: protocol %s v%d, %s, %s, %s, %s\n", p.Path, p.Name, p.Version,
+			count(len(p.Messages), "message"), count(len(p.Machines), "machine"), count(transitions, "transition"), count(len(p.Invariants), "invariant"))
 	}
 	if !ok {
 		return ExitFail
