@@ -187,7 +187,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	failed, bounded, totalStates := 0, 0, 0
 	var totalSchedules float64
 	if !*asJSON {
-		fmt.Fprintf(env.Stdout, "%-36s %-10s %14s %9s %9s %12s  %s\n", "scenario", "mode", "schedules", "states", "time", "states/s", "result")
+		fmt.Fprintf(env.Stdout, "%-*s %-10s %14s %9s %9s %12s  %s\n", nameWidth(scs), "scenario", "mode", "schedules", "states", "time", "states/s", "result")
 	}
 	enc := json.NewEncoder(env.Stdout)
 	for i, sc := range scs {
@@ -229,7 +229,7 @@ stopped an exhaustive search short: that is not a proof.`)
 		if progress {
 			fmt.Fprint(env.Stderr, "\r"+strings.Repeat(" ", 80)+"\r")
 		}
-		fmt.Fprintf(env.Stdout, "%-36s %-10s %14.4g %9d %9s %12.0f  %s\n", sc.Name, r.Mode, r.Schedules, r.States, r.Duration.Round(time.Millisecond), rate, result)
+		fmt.Fprintf(env.Stdout, "%-*s %-10s %14.4g %9d %9s %12.0f  %s\n", nameWidth(scs), sc.Name, r.Mode, r.Schedules, r.States, r.Duration.Round(time.Millisecond), rate, result)
 		if r.Violation != nil {
 			fmt.Fprintf(env.Stdout, "    violated %s\n", r.Violation)
 			for j, step := range r.Trace {
@@ -277,20 +277,21 @@ func isTerminal(w io.Writer) bool {
 
 // runRuntimeTarget runs scenarios against real workers.
 func runRuntimeTarget(env *Env, scs []*conformance.Scenario, transport string, runs int, seed int64) int {
-	fmt.Fprintf(env.Stdout, "%-36s %6s %9s  %s\n", "scenario", "runs", "time", "result")
+	width := nameWidth(scs)
+	fmt.Fprintf(env.Stdout, "%-*s %6s %9s  %s\n", width, "scenario", "runs", "time", "result")
 	failed, skipped := 0, 0
 	for _, sc := range scs {
 		r := conformance.ExploreRuntimeOver(sc, transport, runs, seed)
 		switch {
 		case r.Skipped != "":
 			skipped++
-			fmt.Fprintf(env.Stdout, "%-36s %6s %9s  skipped: %s\n", sc.Name, "-", "-", r.Skipped)
+			fmt.Fprintf(env.Stdout, "%-*s %6s %9s  skipped: %s\n", width, sc.Name, "-", "-", r.Skipped)
 		case r.Violation != nil:
 			failed++
-			fmt.Fprintf(env.Stdout, "%-36s %6d %9s  FAIL\n    violated %s\n    seed: %d (rrefgen conformance -target runtime -runs 1 -seed %d %s)\n",
-				sc.Name, r.Runs, r.Duration.Round(time.Millisecond), r.Violation, r.Seed, r.Seed, sc.Name)
+			fmt.Fprintf(env.Stdout, "%-*s %6d %9s  FAIL\n    violated %s\n    seed: %d (rrefgen conformance -target runtime -runs 1 -seed %d %s)\n",
+				width, sc.Name, r.Runs, r.Duration.Round(time.Millisecond), r.Violation, r.Seed, r.Seed, sc.Name)
 		default:
-			fmt.Fprintf(env.Stdout, "%-36s %6d %9s  ok\n", sc.Name, r.Runs, r.Duration.Round(time.Millisecond))
+			fmt.Fprintf(env.Stdout, "%-*s %6d %9s  ok\n", width, sc.Name, r.Runs, r.Duration.Round(time.Millisecond))
 		}
 	}
 	ran := len(scs) - skipped
@@ -386,4 +387,13 @@ func count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// nameWidth is the scenario column's width: the longest name, at least 36.
+func nameWidth(scs []*conformance.Scenario) int {
+	w := 36
+	for _, sc := range scs {
+		w = max(w, len(sc.Name))
+	}
+	return w
 }
