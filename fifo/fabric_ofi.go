@@ -300,19 +300,17 @@ type fabricLink struct {
 	readWhy   atomic.Pointer[error]
 	closeSent atomic.Bool
 
-	closed     atomic.Bool
-	peerClosed atomic.Bool
-	deadErr    atomic.Pointer[error]
-	heard      atomic.Uint64 // signals received, for liveness
-	beating    atomic.Bool   // connect has exchanged its first signals: heartbeats may go
-	sleeping   atomic.Bool   // a receiver parked and wants waking
-	waiters    atomic.Int32  // goroutines in progress
-	role       chan struct{} // the progress role: who reads the completion queue
-	local      chan struct{} // where it parks
-	stop       chan struct{}
-	wg         sync.WaitGroup
-	watch      net.Conn
-	closeOnce  sync.Once
+	linkEnd
+	heard     atomic.Uint64 // signals received, for liveness
+	beating   atomic.Bool   // connect has exchanged its first signals: heartbeats may go
+	sleeping  atomic.Bool   // a receiver parked and wants waking
+	waiters   atomic.Int32  // goroutines in progress
+	role      chan struct{} // the progress role: who reads the completion queue
+	local     chan struct{} // where it parks
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	watch     net.Conn
+	closeOnce sync.Once
 }
 
 const (
@@ -791,19 +789,6 @@ func (l *fabricLink) closedOrDead() error {
 	}
 	if p := l.deadErr.Load(); p != nil {
 		return *p
-	}
-	return nil
-}
-
-func (l *fabricLink) failed() error {
-	if l.closed.Load() {
-		return ErrClosed
-	}
-	if p := l.deadErr.Load(); p != nil {
-		return *p
-	}
-	if l.peerClosed.Load() {
-		return errPeerClosed
 	}
 	return nil
 }

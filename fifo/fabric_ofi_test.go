@@ -153,26 +153,7 @@ func acceptFabricPeer(t *testing.T, mode string, cfg Config) (*Conn, *exec.Cmd) 
 // included, through a second process.
 func TestFabricTwoProcesses(t *testing.T) {
 	c, cmd := acceptFabricPeer(t, "echo", Config{Cells: 256})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var buf []byte
-	var err error
-	for i, n := range []int{0, 1, 56, 57, 1000, 3000, 5000, 100_000, 1 << 20, 4 << 20, 7} {
-		want := pattern(i, n)
-		if err := c.Send(ctx, want); err != nil {
-			t.Fatal(err)
-		}
-		if buf, err = c.Recv(ctx, buf); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(buf, want) {
-			t.Fatalf("echo of %d bytes differs", n)
-		}
-	}
-	c.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("peer: %v", err)
-	}
+	echoThroughPeer(t, c, cmd, []int{0, 1, 56, 57, 1000, 3000, 5000, 100_000, 1 << 20, 4 << 20, 7})
 }
 
 // TestFabricPeerDeath: a peer process that exits without closing is dead at

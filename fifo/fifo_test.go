@@ -375,8 +375,18 @@ func TestSHMTwoProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	echoThroughPeer(t, c, cmd, []int{0, 1, 48, 49, 1000, 3000, 5000, 100_000, 1 << 20, 7})
+}
+
+// echoThroughPeer sends messages of each size to a peer process that
+// echoes them, checks each echo, closes, and waits for the peer to exit.
+func echoThroughPeer(t *testing.T, c *Conn, cmd *exec.Cmd, sizes []int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	var buf []byte
-	for i, n := range []int{0, 1, 48, 49, 1000, 3000, 5000, 100_000, 1 << 20, 7} {
+	var err error
+	for i, n := range sizes {
 		want := pattern(i, n)
 		if err := c.Send(ctx, want); err != nil {
 			t.Fatal(err)

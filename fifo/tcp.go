@@ -87,11 +87,9 @@ type tcpLink struct {
 	txImg *ring  // a copy of the puts this end sent, at their positions (under wmu)
 	txEnd uint64 // the position after the last put (under wmu)
 
-	closed     atomic.Bool
-	peerClosed atomic.Bool
-	deadErr    atomic.Pointer[error]
-	done       chan struct{} // closed by shutdown
-	closeOnce  sync.Once
+	linkEnd
+	done      chan struct{} // closed by shutdown
+	closeOnce sync.Once
 }
 
 // wire is one tcp connection of a link: nc carries the frames, over raw
@@ -647,14 +645,24 @@ func (l *tcpLink) checkPeer() error { return l.failed() }
 // which the waiter does itself; polling the image first is a cheap check.
 func (l *tcpLink) spin(configured int) int { return min(configured, 64) }
 
-func (l *tcpLink) failed() error {
-	if l.closed.Load() {
+// linkEnd is how a link with a connection of its own ended, if it has
+// (tcp, fabric): closed here, dead, or closed by the peer.
+type linkEnd struct {
+	closed     atomic.Bool
+	peerClosed atomic.Bool
+	deadErr    atomic.Pointer[error]
+}
+
+// failed reports a closed or failed link, cheaply: this end's close first,
+// then a death, then the peer's close.
+func (e *linkEnd) failed() error {
+	if e.closed.Load() {
 		return ErrClosed
 	}
-	if p := l.deadErr.Load(); p != nil {
+	if p := e.deadErr.Load(); p != nil {
 		return *p
 	}
-	if l.peerClosed.Load() {
+	if e.peerClosed.Load() {
 		return errPeerClosed
 	}
 	return nil
