@@ -14,39 +14,45 @@ func BenchmarkPingPong(b *testing.B) {
 		for _, size := range []int{8, 56, 256, 4096, 65536} {
 			b.Run(fmt.Sprintf("%s/%d", name, size), func(b *testing.B) {
 				a, e := modes()[name](b, Config{Cells: 1 << 12})
-				defer a.Close()
-				defer e.Close()
-				ctx := context.Background()
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					var buf []byte
-					var err error
-					for {
-						if buf, err = e.Recv(ctx, buf); err != nil || len(buf) == 0 {
-							return
-						}
-						if e.Send(ctx, buf) != nil {
-							return
-						}
-					}
-				}()
-				msg := make([]byte, size)
-				var buf []byte
-				b.ReportAllocs()
-				b.SetBytes(int64(size))
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					a.Send(ctx, msg)
-					buf, _ = a.Recv(ctx, buf)
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/one-way")
-				a.Send(ctx, nil)
-				<-done
+				pingPong(b, a, e, size)
 			})
 		}
 	}
+}
+
+// pingPong measures a's round trips through e, which echoes, and reports
+// half of one as the one-way latency; it closes both ends.
+func pingPong(b *testing.B, a, e *Conn, size int) {
+	defer a.Close()
+	defer e.Close()
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var buf []byte
+		var err error
+		for {
+			if buf, err = e.Recv(ctx, buf); err != nil || len(buf) == 0 {
+				return
+			}
+			if e.Send(ctx, buf) != nil {
+				return
+			}
+		}
+	}()
+	msg := make([]byte, size)
+	var buf []byte
+	b.ReportAllocs()
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a.Send(ctx, msg)
+		buf, _ = a.Recv(ctx, buf)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/one-way")
+	a.Send(ctx, nil)
+	<-done
 }
 
 // BenchmarkStream reports one-way message rate, and the pipelining gain on

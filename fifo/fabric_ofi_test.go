@@ -349,34 +349,7 @@ func BenchmarkFabricPingPong(b *testing.B) {
 	for _, size := range []int{8, 56, 4096, 65536} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
 			a, e := fabricPair(b, Config{Cells: 1 << 12})
-			defer a.Close()
-			defer e.Close()
-			ctx := context.Background()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				var buf []byte
-				var err error
-				for {
-					if buf, err = e.Recv(ctx, buf); err != nil || len(buf) == 0 {
-						return
-					}
-					if e.Send(ctx, buf) != nil {
-						return
-					}
-				}
-			}()
-			msg := make([]byte, size)
-			var buf []byte
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				a.Send(ctx, msg)
-				buf, _ = a.Recv(ctx, buf)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/one-way")
-			a.Send(ctx, nil)
-			<-done
+			pingPong(b, a, e, size)
 		})
 	}
 }
