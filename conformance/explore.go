@@ -36,6 +36,9 @@ type Options struct {
 	// commuting (see world.eager); the differential tests compare verdicts
 	// with and without them.
 	Unreduced bool
+	// NoSleepSets explores every order of the deliveries that commute
+	// (explore.Options.NoSleepSets); Unreduced implies it.
+	NoSleepSets bool
 	// Progress, when set, is told of a long exhaustive search: the states
 	// seen and the time spent, about every ProgressEvery.
 	Progress func(states int, elapsed time.Duration)
@@ -51,7 +54,7 @@ const ProgressEvery = explore.ProgressEvery
 func (o Options) explore() explore.Options {
 	return explore.Options{Mode: o.Mode, MaxStates: o.MaxStates, MaxDepth: o.MaxDepth, MaxMemory: o.MaxMemory,
 		Timeout: o.Timeout, Seed: o.Seed, Walks: o.Walks, Depth: o.Depth, Workers: o.Workers, Progress: o.Progress,
-		CheckClones: o.checkClones}
+		CheckClones: o.checkClones, NoSleepSets: o.NoSleepSets || o.Unreduced}
 }
 
 // Result is the outcome of exploring one scenario.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rrefkit/rref/explore"
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/internal/scenario"
 	"github.com/rrefkit/rref/runtime/core"
@@ -212,6 +213,9 @@ type world struct {
 	// shared by a world's clones: one search's worlds are stepped by one
 	// goroutine, one at a time.
 	scratch *[]byte
+	// fp records what the last step read and wrote, for the search's sleep
+	// sets (explore.Commuter).
+	fp explore.Footprint
 }
 
 func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
@@ -250,6 +254,7 @@ func (w *world) name(id WorkerID) string { return w.sc.Workers[id-1] }
 
 // core is worker id's core, to change: copied first if a clone shares it.
 func (w *world) core(id WorkerID) *core.Core {
+	w.write(tableCore, uint64(id))
 	s := &w.slots[id-1]
 	if !s.owned {
 		s.core, s.owned = s.core.Clone(), true
@@ -259,7 +264,10 @@ func (w *world) core(id WorkerID) *core.Core {
 }
 
 // peek is worker id's core, only to read.
-func (w *world) peek(id WorkerID) *core.Core { return w.slots[id-1].core }
+func (w *world) peek(id WorkerID) *core.Core {
+	w.read(tableCore, uint64(id))
+	return w.slots[id-1].core
+}
 
 func (w *world) fail(inv string, line int, format string, args ...any) {
 	if w.violation == nil {
@@ -315,7 +323,12 @@ func (w *world) ChoiceKey(c int) string {
 
 // Step applies choice c.
 func (w *world) Step(c int) {
+	w.fp.Reset()
 	if c < 0 {
+		// What made the command ready is read by it too: a step that
+		// changes it does not commute with the command.
+		w.prog.Ready(w)
+		w.write(tableProgram, 0)
 		if v := w.prog.Step(w); v != nil && w.violation == nil {
 			w.violation = v
 		}
@@ -323,6 +336,7 @@ func (w *world) Step(c int) {
 	}
 	m := w.inflight[c]
 	w.inflight = slices.Delete(w.inflight, c, c+1)
+	w.fp.Add(tableInflight)
 	if w.slots[m.to-1].dead {
 		return
 	}
@@ -332,6 +346,7 @@ func (w *world) Step(c int) {
 	} else {
 		if rc, ok := m.msg.(*rref.RemoteCall); ok {
 			w.mw().remoteArrived.set(rc.RRef, true)
+			w.set(tableRemoteArrived, rrefKey(rc.RRef))
 		}
 		cr.Deliver(m.from, m.msg)
 	}
@@ -347,6 +362,7 @@ func (w *world) bind(k handleKey, h core.HandleID) {
 		ph.fork = ForkID{}
 	}
 	w.pw().handles.set(k, ph)
+	w.write(tableHandles, handleLoc(k))
 }
 
 // The commands' effects: world is a scenario.Target.
@@ -357,7 +373,9 @@ func (w *world) New(wn, x string, v int64) error {
 	wid := w.ids[wn]
 	h := w.core(wid).NewLocal(valueBytes(v))
 	w.bind(handleKey{wid, x}, h)
-	w.mw().values.set(w.p.handles.m[handleKey{wid, x}].rref, v)
+	id := w.p.handles.m[handleKey{wid, x}].rref
+	w.mw().values.set(id, v)
+	w.write(tableValues, rrefKey(id))
 	w.drain(wid)
 	return nil
 }
@@ -377,10 +395,13 @@ func (w *world) Remote(wn, owner, x string, v int64, fail bool) error {
 	id := w.p.handles.m[k].rref
 	mon := w.mw()
 	mon.owners.set(id, w.ids[owner])
+	w.set(tableOwners, rrefKey(id))
 	if fail {
 		mon.failing.set(id, true)
+		w.write(tableFailing, rrefKey(id))
 	} else {
 		mon.values.set(id, v)
+		w.write(tableValues, rrefKey(id))
 	}
 	w.drain(wid)
 	return nil
@@ -389,6 +410,7 @@ func (w *world) Remote(wn, owner, x string, v int64, fail bool) error {
 func (w *world) Pass(wn, to, x, y string) error {
 	wid := w.ids[wn]
 	h := w.p.handles.m[handleKey{wid, x}]
+	w.read(tableHandles, handleLoc(handleKey{wid, x}))
 	if _, err := w.core(wid).Call(w.ids[to], "__pass", []byte(y), []core.HandleID{h.id}); err != nil {
 		return err
 	}
@@ -403,7 +425,9 @@ func (w *world) Return(wn, caller, x, y string) error {
 		return err
 	}
 	w.pw().returns.set([2]uint64{uint64(cid), id}, y)
+	w.write(tableReturns, pairKey([2]uint64{uint64(cid), id}))
 	w.returning = true
+	w.write(tableReturning, 0)
 	w.drain(cid)
 	return nil
 }
@@ -412,6 +436,9 @@ func (w *world) Fetch(wn, x string) error {
 	wid := w.ids[wn]
 	k := handleKey{wid, x}
 	h := w.p.handles.m[k]
+	w.read(tableHandles, handleLoc(k))
+	w.read(tableValues, rrefKey(h.rref))
+	w.read(tableFailing, rrefKey(h.rref))
 	f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut, issued: *h}
 	f.issued.key = k
 	if want, ok := w.mon.values.m[h.rref]; ok {
@@ -424,8 +451,10 @@ func (w *world) Fetch(wn, x string) error {
 		id = 0 // a released handle: the core answers deleted at once
 	}
 	w.pw().fetches.set(k, f)
+	w.write(tableFetches, handleLoc(k))
 	fid := w.core(wid).Fetch(id)
 	w.pw().fetchIDs.set([2]uint64{uint64(wid), fid}, f)
+	w.write(tableFetchIDs, pairKey([2]uint64{uint64(wid), fid}))
 	w.drain(wid)
 	return nil
 }
@@ -433,6 +462,7 @@ func (w *world) Fetch(wn, x string) error {
 func (w *world) Release(wn, x string) error {
 	wid := w.ids[wn]
 	h := w.p.handles.m[handleKey{wid, x}]
+	w.write(tableHandles, handleLoc(handleKey{wid, x}))
 	if !h.released {
 		released := *h // a new record: clones share the old one
 		released.released = true
@@ -447,6 +477,7 @@ func (w *world) Release(wn, x string) error {
 
 func (w *world) Timeout(wn, x string) error {
 	wid := w.ids[wn]
+	w.write(tableHandles, handleLoc(handleKey{wid, x}))
 	timed := *w.p.handles.m[handleKey{wid, x}] // a new record: clones share the old one
 	timed.timedOut = true
 	h := &timed
@@ -459,11 +490,13 @@ func (w *world) Timeout(wn, x string) error {
 }
 
 func (w *world) Crash(wn string) error {
+	w.fp.Everything() // it drops messages, and changes what every check reads
 	w.crash(w.ids[wn])
 	return nil
 }
 
 func (w *world) Duplicate(from, to, kind string) error {
+	w.fp.Everything() // every later send reads the duplications
 	w.pw().dups = append(slices.Clip(w.p.dups), dupRule{from: w.ids[from], to: w.ids[to], kind: kind})
 	return nil
 }
@@ -475,11 +508,18 @@ func (w *world) Settle() error { return nil }
 
 func (w *world) Alive(wn string) bool { return !w.slots[w.ids[wn]-1].dead }
 
-func (w *world) Holds(wn, x string) bool { return w.p.handles.m[w.key(wn, x)] != nil }
+func (w *world) Holds(wn, x string) bool {
+	w.read(tableHandles, handleLoc(w.key(wn, x)))
+	return w.p.handles.m[w.key(wn, x)] != nil
+}
 
-func (w *world) Quiet() bool { return len(w.inflight) == 0 }
+func (w *world) Quiet() bool {
+	w.fp.ReadTable(tableInflight)
+	return len(w.inflight) == 0
+}
 
 func (w *world) Busy() string {
+	w.read(tableReturning, 0)
 	if w.returning {
 		return "its callee has not answered"
 	}
@@ -487,6 +527,7 @@ func (w *world) Busy() string {
 }
 
 func (w *world) Fetched(wn, x string) scenario.Fetched {
+	w.read(tableFetches, handleLoc(w.key(wn, x)))
 	f := w.p.fetches.m[w.key(wn, x)]
 	if f == nil {
 		return scenario.Fetched{}
@@ -508,6 +549,7 @@ func (w *world) Counters(wn string) (scenario.Counters, error) {
 }
 
 func (w *world) Unclean() string {
+	w.fp.ReadTable(tableCore)
 	for i := range w.slots {
 		cr := w.slots[i].core
 		if w.slots[i].dead {
@@ -568,11 +610,14 @@ func (w *world) push(m inFlight) {
 	m.digest = digestOf(key)
 	*w.scratch = key
 	w.inflight = append(w.inflight, m)
+	w.fp.Add(tableInflight)
 	if m.notice {
 		return
 	}
+	w.read(tableDups, 0)
 	for i, d := range w.p.dups {
 		if d.from == m.from && d.to == m.to && d.kind == m.msg.MessageCode().String() {
+			w.write(tableDups, 0)
 			p := w.pw()
 			p.dups = slices.Delete(slices.Clone(p.dups), i, i+1)
 			w.inflight = append(w.inflight, m) // the resend
@@ -623,9 +668,11 @@ func (w *world) drain(id WorkerID) {
 		for _, cres := range r.Calls {
 			y, ok := w.p.returns.m[[2]uint64{uint64(id), cres.CallID}]
 			if !ok {
+				w.read(tableReturns, pairKey([2]uint64{uint64(id), cres.CallID}))
 				continue
 			}
 			w.pw().returns.del([2]uint64{uint64(id), cres.CallID})
+			w.write(tableReturns, pairKey([2]uint64{uint64(id), cres.CallID}))
 			if len(cres.Handles) == 1 {
 				w.bindTravelled(handleKey{id, y}, cres.Handles[0])
 			}
@@ -643,6 +690,7 @@ func (w *world) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 		return false
 	}
 	delete(w.eager, k)
+	w.read(tableDups, 0)
 	for _, d := range w.p.dups {
 		if d.from == from && d.to == caller && d.kind == rref.CodeCallRet.String() {
 			return false
@@ -654,9 +702,11 @@ func (w *world) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 func (w *world) bindTravelled(k handleKey, h core.HandleID) {
 	w.bind(k, h)
 	st := w.peek(k.w).Handle(h)
+	w.fp.ReadTable(tableTravel)
 	for f, t := range w.p.travel.m {
 		if t.to == k.w && t.name == k.name && t.rref == st.RRef {
 			w.pw().travel.del(f)
+			w.write(tableTravel, forkKey(f))
 		}
 	}
 }
@@ -683,6 +733,7 @@ func (w *world) run(id WorkerID, run core.Run) {
 		cr.Return(run.From, run.CallID, nil, nil, core.Failure{})
 	case run.Fn == "__return":
 		h := w.p.handles.m[handleKey{id, string(run.Args)}]
+		w.read(tableHandles, handleLoc(handleKey{id, string(run.Args)}))
 		var refs []core.HandleID
 		if h != nil && !h.released {
 			refs = []core.HandleID{h.id}
@@ -691,25 +742,33 @@ func (w *world) run(id WorkerID, run core.Run) {
 			w.fail(rref.InvariantL1, 0, "return of %s refused: %v", string(run.Args), err)
 		}
 		w.returning = false
+		w.write(tableReturning, 0)
 	default:
 		cr.Return(run.From, run.CallID, nil, nil, core.Failure{Kind: rref.ErrorKindUnknownFunction, Message: run.Fn})
 	}
 }
 
 func (w *world) fetched(id WorkerID, fr core.FetchResult) {
-	if _, ok := w.p.fetchIDs.m[[2]uint64{uint64(id), fr.FetchID}]; !ok {
+	fid := [2]uint64{uint64(id), fr.FetchID}
+	w.write(tableFetchIDs, pairKey(fid))
+	if _, ok := w.p.fetchIDs.m[fid]; !ok {
 		return
 	}
 	p := w.pw()
-	fid := [2]uint64{uint64(id), fr.FetchID}
 	answered := *p.fetchIDs.m[fid] // a new record: clones share the old one
 	f := &answered
+	w.write(tableFetches, handleLoc(f.issued.key))
 	if p.fetches.m[f.issued.key] == p.fetchIDs.m[fid] {
 		p.fetches.set(f.issued.key, f) // still the name's last fetch
 	}
 	p.fetchIDs.del(fid)
 	f.done, f.value, f.err = true, fr.Value, fr.Err
 	h := &f.issued // checked against the handle it was issued on, not the name's binding now
+	// The checks below read these facts (and others only a crash changes).
+	w.read(tableValues, rrefKey(h.rref))
+	w.read(tableFailing, rrefKey(h.rref))
+	w.read(tableExempt, forkKey(h.fork))
+	w.read(tableRefused, forkKey(h.fork))
 	where := fmt.Sprintf("%s's fetch of %s", w.name(id), h.key.name)
 	switch fr.Err {
 	case rref.ErrorKindNone:
@@ -758,6 +817,7 @@ func (w *world) ownerDead(h *progHandle) bool {
 // ownerOf is the owner of id as the monitor saw it (the callee of the remote
 // that created it, or its creator for a local value).
 func (w *world) ownerOf(id RRefID) WorkerID {
+	w.read(tableOwners, rrefKey(id))
 	if o, ok := w.mon.owners.m[id]; ok {
 		return o
 	}
@@ -770,26 +830,38 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 		for _, d := range ds {
 			mon := w.mw()
 			mon.owners.set(d.RRef, d.Owner)
+			w.set(tableOwners, rrefKey(d.RRef))
 			if d.Cut != rref.ErrorKindNone {
 				// A cut handle passed on: its copy is cut too, never confirmed
 				// and never deleted, and its value may be gone (S1's exception).
 				mon.exempt.set(d.Fork, true)
+				w.set(tableExempt, forkKey(d.Fork))
 			}
 			if d.Parent == (ForkID{Worker: d.RRef.Worker, Local: d.RRef.Local}) {
 				mon.path.set(d.Fork, nil)
 				mon.answered.set(d.Fork, true) // the owner knew the fork when it sent it
+				w.set(tablePath, forkKey(d.Fork))
+				w.set(tableAnswered, forkKey(d.Fork))
 			} else {
+				// Children are a set to every reader: two steps that add
+				// to one commute.
 				mon.children.set(d.Parent, append(slices.Clone(mon.children.m[d.Parent]), d.Fork))
+				w.set(tableChildren, forkKey(d.Parent))
 				mon.path.set(d.Fork, append(slices.Clone(mon.path.m[d.Parent]), from))
+				w.read(tablePath, forkKey(d.Parent))
+				w.set(tablePath, forkKey(d.Fork))
 				// A child of a cut handle is as cut as its parent: the
 				// crash's exemption holds for it too. A child of a fork
 				// the owner confirmed before the crash is not exempt.
+				w.read(tableExempt, forkKey(d.Parent))
 				if mon.exempt.m[d.Parent] {
 					mon.exempt.set(d.Fork, true)
+					w.set(tableExempt, forkKey(d.Fork))
 				}
 			}
 			if bindName != "" {
 				w.pw().travel.set(d.Fork, travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork})
+				w.write(tableTravel, forkKey(d.Fork))
 			}
 		}
 	}
@@ -802,26 +874,33 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 		descs(m.RRefs, e.To, name)
 	case *rref.CallRet:
 		name := w.p.returns.m[[2]uint64{uint64(e.To), m.CallID}]
+		w.read(tableReturns, pairKey([2]uint64{uint64(e.To), m.CallID}))
 		descs(m.RRefs, e.To, name)
 	case *rref.RemoteCall:
 		mon := w.mw()
 		mon.path.set(m.Fork, nil)
+		w.set(tablePath, forkKey(m.Fork))
 		descs(m.RRefs, e.To, "")
 	case *rref.RemoteRet:
 		mon := w.mw()
 		mon.answered.set(m.Fork, true)
+		w.set(tableAnswered, forkKey(m.Fork))
 	case *rref.ForkAck:
 		mon := w.mw()
 		mon.answered.set(m.Fork, true)
+		w.set(tableAnswered, forkKey(m.Fork))
 		if m.Refused {
 			mon.refused.set(m.Fork, true)
+			w.set(tableRefused, forkKey(m.Fork))
 		}
 	case *rref.ChildAccept:
 		if e.From == w.ownerOf(m.RRef) {
 			mon := w.mw()
 			mon.answered.set(m.Child, true) // the owner as callee answers directly
+			w.set(tableAnswered, forkKey(m.Child))
 			if m.Refused {
 				mon.refused.set(m.Child, true)
+				w.set(tableRefused, forkKey(m.Child))
 			}
 		}
 	case *rref.UserDelete:
@@ -832,7 +911,11 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 // checkDelete is S2 and the emission half of S3.
 func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 	mon := w.mon
+	w.read(tableChildren, forkKey(m.Fork))
+	w.fp.ReadTable(tableHandles) // childDead, and the S3 check below
 	for _, child := range mon.children.m[m.Fork] {
+		w.read(tableAnswered, forkKey(child))
+		w.read(tableTravel, forkKey(child))
 		if mon.answered.m[child] {
 			continue
 		}
@@ -845,6 +928,8 @@ func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 		w.fail(rref.InvariantS2, 0, "%s sent the delete of fork %v while its child %v was not yet answered by the owner", w.name(from), m.Fork, child)
 	}
 	mon = w.mw()
+	w.write(tableDeletes, forkKey(m.Fork))
+	w.read(tableRefused, forkKey(m.Fork))
 	mon.deletes.set(m.Fork, mon.deletes.m[m.Fork]+1)
 	if mon.deletes.m[m.Fork] > 1 {
 		w.fail(rref.InvariantS3, 0, "%s sent a second delete for fork %v", w.name(from), m.Fork)
@@ -875,6 +960,9 @@ func (w *world) checkFreed(owner WorkerID, id RRefID) {
 	if mon.exemptRRef.m[id] {
 		return
 	}
+	w.fp.ReadTable(tableHandles)
+	w.fp.ReadTable(tableTravel)
+	w.fp.ReadTable(tableExempt)
 	keys := make([]handleKey, 0, len(w.p.handles.m))
 	for k := range w.p.handles.m {
 		keys = append(keys, k)

@@ -41,6 +41,10 @@ type memo struct {
 	shards [memoShards]struct {
 		sync.Mutex
 		m map[stateKey]memoEntry
+		// asleep holds, for a state explored with sleep sets, the events
+		// it did not take because they were asleep: a later visit with a
+		// smaller sleep set must take the difference. Absent: none.
+		asleep map[stateKey][]Event
 	}
 	size atomic.Int64
 }
@@ -55,13 +59,15 @@ func newMemo() *memo {
 	m := &memo{}
 	for i := range m.shards {
 		m.shards[i].m = map[stateKey]memoEntry{}
+		m.shards[i].asleep = map[stateKey][]Event{}
 	}
 	return m
 }
 
 // enter records that k is being explored; the result is its entry if it
-// was explored already.
-func (m *memo) enter(k stateKey) (memoEntry, bool) {
+// was explored already, and then, when withAsleep, the events it left
+// asleep (appended to asleep[:0], the caller's buffer).
+func (m *memo) enter(k stateKey, withAsleep bool, asleep []Event) (memoEntry, bool, []Event) {
 	s := &m.shards[k[0]&(memoShards-1)]
 	s.Lock()
 	e, ok := s.m[k]
@@ -69,15 +75,36 @@ func (m *memo) enter(k stateKey) (memoEntry, bool) {
 		s.m[k] = memoEntry{}
 		m.size.Add(1)
 	}
+	asleep = asleep[:0]
+	if e.done && withAsleep {
+		asleep = append(asleep, s.asleep[k]...)
+	}
 	s.Unlock()
-	return e, e.done
+	return e, e.done, asleep
 }
 
-func (m *memo) put(k stateKey, e memoEntry) {
+// put records k as explored, with the events it left asleep. A state
+// explored twice (by two workers, or again with a smaller sleep set) left
+// asleep only what both explorations did: the sets intersect.
+func (m *memo) put(k stateKey, e memoEntry, asleep []Event) {
 	s := &m.shards[k[0]&(memoShards-1)]
 	s.Lock()
+	old := s.m[k]
+	if old.done {
+		e.height = max(e.height, old.height)
+		if prev, ok := s.asleep[k]; !ok || len(asleep) == 0 {
+			asleep = nil
+		} else {
+			asleep = slices.DeleteFunc(slices.Clone(asleep), func(ev Event) bool { return !slices.Contains(prev, ev) })
+		}
+	}
 	e.done = true
 	s.m[k] = e
+	if len(asleep) == 0 {
+		delete(s.asleep, k)
+	} else {
+		s.asleep[k] = slices.Clone(asleep)
+	}
 	s.Unlock()
 }
 
@@ -208,9 +235,40 @@ type worker[M Model[M]] struct {
 	// sinceCheck and lastCheck time the checks of memory and progress.
 	sinceCheck int
 	lastCheck  time.Duration
+	// reduce turns the sleep sets on: the model is a Commuter.
+	reduce bool
+	// The stacks below hold one frame per state on the path, pushed when
+	// the state is explored and popped after: no allocation per state.
+	// sleep holds each state's sleep set, which grows by the steps taken
+	// from it; a child's set is built above it. footprints holds the
+	// footprints of the steps taken, which sleepers point into; events the
+	// events of each state's choices; take the positions to take.
+	sleep      []sleeper
+	footprints []Footprint
+	events     []choiceEvent
+	take       []int
+	asleep     []Event // scratch for the memo's answer
 }
 
-func (w *worker[M]) dfs(m M, depth int) memoEntry {
+// sleeper is a step asleep in a state: taken already from an ancestor, or
+// from this state, and independent of every step taken since, so that
+// taking it here reaches only states reached through the other order.
+type sleeper struct {
+	ev Event
+	fp int32 // in worker.footprints
+}
+
+type choiceEvent struct {
+	ev       Event
+	commutes bool
+}
+
+func asleepIn(set []sleeper, ev Event) bool {
+	return slices.ContainsFunc(set, func(x sleeper) bool { return x.ev == ev })
+}
+
+// dfs explores m, whose sleep set is w.sleep[lo:].
+func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 	s := w.s
 	if s.stop.Load() {
 		return memoEntry{}
@@ -225,15 +283,36 @@ func (w *worker[M]) dfs(m M, depth int) memoEntry {
 		s.cyclic.Store(true)
 		return memoEntry{}
 	}
-	if e, done := s.memo.enter(k); done {
+	e, done, asleep := s.memo.enter(k, w.reduce, w.asleep)
+	w.asleep = asleep
+	var only []Event // a state explored before: take only these steps
+	if done {
 		// Explored from another path: its longest schedule from here must
 		// fit the depth bound from this one too.
 		if depth+int(e.height) > s.opt.MaxDepth {
 			s.halt(fmt.Sprintf("depth bound %d reached", s.opt.MaxDepth))
 		}
-		return e
-	}
-	if !w.checkBounds(depth) {
+		if !w.reduce {
+			return e
+		}
+		// Steps asleep then but awake now were taken from this state by no
+		// one: take them, with what sleeps in both as the sleep set.
+		for _, ev := range asleep {
+			if !asleepIn(w.sleep[lo:], ev) {
+				only = append(only, ev)
+			}
+		}
+		if len(only) == 0 {
+			return e
+		}
+		kept := w.sleep[:lo]
+		for _, x := range w.sleep[lo:] {
+			if slices.Contains(asleep, x.ev) {
+				kept = append(kept, x)
+			}
+		}
+		w.sleep = kept
+	} else if !w.checkBounds(depth) {
 		return memoEntry{}
 	}
 	choices := m.Choices()
@@ -244,33 +323,52 @@ func (w *worker[M]) dfs(m M, depth int) memoEntry {
 			return memoEntry{}
 		}
 		e := memoEntry{schedules: 1}
-		s.memo.put(k, e)
+		s.memo.put(k, e, nil)
 		return e
 	}
-	order := w.order(choices)
-	var before []byte // m's encoding, when clones are checked
+	evBase, takeBase, fpBase := len(w.events), len(w.take), len(w.footprints)
+	defer func() {
+		w.events, w.take, w.footprints = w.events[:evBase], w.take[:takeBase], w.footprints[:fpBase]
+	}()
+	take := w.awake(m, choices, lo, only)
+	events := w.events[evBase:]
+	entered := len(w.sleep) - lo // the sleep set on entry; steps taken join it
+	var before []byte            // m's encoding, when clones are checked
 	if s.opt.CheckClones {
 		before = bytes.Clone(w.buf)
 	}
 	w.onPath[k] = true
 	defer delete(w.onPath, k)
 	var total memoEntry
-	for i := range order {
-		pos := i
-		if w.rng != nil {
-			pos = order[i]
-		}
-		// The last choice steps m itself: nothing reads m after it, and a
-		// state with one choice then costs no copy at all.
+	for i, pos := range take {
+		// The last step taken steps m itself: nothing reads m after it, and
+		// a state with one choice then costs no copy at all.
 		n := m
-		if i < len(order)-1 {
+		if i < len(take)-1 {
 			n = m.Clone()
 		}
 		n.Step(choices[pos])
 		s.steps.Add(1)
 		w.path = append(w.path, pos)
-		e := w.dfs(n, depth+1)
-		if before != nil && i < len(order)-1 {
+		top := len(w.sleep)
+		commutes := w.reduce && events[pos].commutes
+		if commutes {
+			// The child's sleep set: what sleeps here, or was taken here
+			// before, and is independent of this step.
+			w.footprints = append(w.footprints, *any(n).(Commuter).Footprint())
+			fp := &w.footprints[len(w.footprints)-1]
+			for _, x := range w.sleep[lo:top] {
+				if w.footprints[x.fp].Independent(fp) {
+					w.sleep = append(w.sleep, x)
+				}
+			}
+		}
+		e := w.dfs(n, depth+1, top)
+		w.sleep = w.sleep[:top]
+		if commutes {
+			w.sleep = append(w.sleep, sleeper{ev: events[pos].ev, fp: int32(len(w.footprints) - 1)})
+		}
+		if before != nil && i < len(take)-1 {
 			if w.buf = m.AppendState(w.buf[:0]); !bytes.Equal(w.buf, before) {
 				s.halt(fmt.Sprintf("clone check: stepping a clone with %s changed the state it was cloned from (schedule %s)",
 					m.Describe(choices[pos]), formatSchedule(w.path)))
@@ -283,23 +381,45 @@ func (w *worker[M]) dfs(m M, depth int) memoEntry {
 		total.schedules += e.schedules
 		total.height = max(total.height, e.height+1)
 	}
-	s.memo.put(k, total)
+	var left []Event // what slept on entry was not taken from here
+	for _, x := range w.sleep[lo : lo+entered] {
+		left = append(left, x.ev)
+	}
+	w.sleep = w.sleep[:lo]
+	s.memo.put(k, total, left)
 	return total
 }
 
-// order is the order this worker takes the choices in, as positions:
-// worker 0 takes them as they come (choices itself stands for that, no
-// copy), the others in a shuffle of their own.
-func (w *worker[M]) order(choices []int) []int {
-	if w.rng == nil {
-		return choices
+// awake pushes the events of m's choices on w.events and the positions of
+// the choices to take on w.take, in this worker's order, and returns the
+// latter: every choice, or under sleep sets those not asleep in
+// w.sleep[lo:] (and, when only is set, among only).
+func (w *worker[M]) awake(m M, choices []int, lo int, only []Event) []int {
+	base := len(w.take)
+	for pos := range choices {
+		w.take = append(w.take, pos)
 	}
-	order := make([]int, len(choices))
-	for i := range order {
-		order[i] = i
+	if w.rng != nil {
+		order := w.take[base:]
+		w.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	}
-	w.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	return order
+	if !w.reduce {
+		return w.take[base:]
+	}
+	c := any(m).(Commuter)
+	evBase := len(w.events)
+	for _, choice := range choices {
+		ev, ok := c.Event(choice)
+		w.events = append(w.events, choiceEvent{ev: ev, commutes: ok})
+	}
+	events := w.events[evBase:]
+	return slices.DeleteFunc(w.take[base:], func(pos int) bool {
+		ev := events[pos]
+		if !ev.commutes {
+			return only != nil
+		}
+		return asleepIn(w.sleep[lo:], ev.ev) || only != nil && !slices.Contains(only, ev.ev)
+	})
 }
 
 // exhaustive explores every order depth-first with memoised state
@@ -307,6 +427,8 @@ func (w *worker[M]) order(choices []int) []int {
 // breadth-first for the shortest schedule that fails.
 func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result {
 	s := &search[M]{opt: opt, began: began, hash: newHasher(), memo: newMemo()}
+	_, commuter := any(start()).(Commuter)
+	reduce := commuter && !opt.NoSleepSets
 	workers := opt.Workers
 	if workers < 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -318,14 +440,14 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		wg   sync.WaitGroup
 	)
 	for i := range workers {
-		w := &worker[M]{s: s, onPath: map[stateKey]bool{}}
+		w := &worker[M]{s: s, onPath: map[stateKey]bool{}, reduce: reduce}
 		if i > 0 {
 			w.rng = rand.New(rand.NewSource(int64(i)))
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			total := w.dfs(start(), 0)
+			total := w.dfs(start(), 0, 0)
 			if !s.stop.Load() {
 				// This worker covered the whole graph: the others only
 				// duplicate what it did.
@@ -338,6 +460,11 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	r.States = int(s.memo.size.Load())
 	r.Cyclic = s.cyclic.Load()
 	r.Transitions = s.steps.Load()
+	if reduce {
+		// Sleep sets skip orders: the schedules through the state graph
+		// are not all walked, so they are not counted.
+		r.Reduced, r.Schedules = true, 0
+	}
 	// A search stopped short reports the distinct states it entered.
 	entered := int(min(s.memo.size.Load(), int64(opt.MaxStates)))
 	if r.Cyclic {
