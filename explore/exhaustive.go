@@ -43,11 +43,16 @@ type memo struct {
 		m map[stateKey]memoEntry
 		// asleep holds, for a state explored with sleep sets, the events
 		// it did not take because they were asleep: a later visit with a
-		// smaller sleep set must take the difference. Absent: none.
-		asleep map[stateKey][]Event
+		// smaller sleep set must take the difference. Absent: none. The
+		// events are kept in one slice per shard, not one per state.
+		asleep map[stateKey]eventSpan
+		events []Event
 	}
 	size atomic.Int64
 }
+
+// eventSpan is where a state's events are in its shard's events.
+type eventSpan struct{ off, n uint32 }
 
 type memoEntry struct {
 	schedules float64
@@ -59,7 +64,7 @@ func newMemo() *memo {
 	m := &memo{}
 	for i := range m.shards {
 		m.shards[i].m = map[stateKey]memoEntry{}
-		m.shards[i].asleep = map[stateKey][]Event{}
+		m.shards[i].asleep = map[stateKey]eventSpan{}
 	}
 	return m
 }
@@ -77,7 +82,9 @@ func (m *memo) enter(k stateKey, withAsleep bool, asleep []Event) (memoEntry, bo
 	}
 	asleep = asleep[:0]
 	if e.done && withAsleep {
-		asleep = append(asleep, s.asleep[k]...)
+		if sp, ok := s.asleep[k]; ok {
+			asleep = append(asleep, s.events[sp.off:sp.off+sp.n]...)
+		}
 	}
 	s.Unlock()
 	return e, e.done, asleep
@@ -89,23 +96,36 @@ func (m *memo) enter(k stateKey, withAsleep bool, asleep []Event) (memoEntry, bo
 func (m *memo) put(k stateKey, e memoEntry, asleep []Event) {
 	s := &m.shards[k[0]&(memoShards-1)]
 	s.Lock()
+	defer s.Unlock()
 	old := s.m[k]
-	if old.done {
-		e.height = max(e.height, old.height)
-		if prev, ok := s.asleep[k]; !ok || len(asleep) == 0 {
-			asleep = nil
-		} else {
-			asleep = slices.DeleteFunc(slices.Clone(asleep), func(ev Event) bool { return !slices.Contains(prev, ev) })
+	e.done = true
+	if !old.done {
+		s.m[k] = e
+		if len(asleep) > 0 {
+			s.asleep[k] = eventSpan{uint32(len(s.events)), uint32(len(asleep))}
+			s.events = append(s.events, asleep...)
+		}
+		return
+	}
+	e.height = max(e.height, old.height)
+	s.m[k] = e
+	sp, ok := s.asleep[k]
+	if !ok {
+		return // nothing was left asleep before: nothing is now
+	}
+	// What both left asleep, written over the old set, which it cannot outgrow.
+	prev := s.events[sp.off : sp.off+sp.n]
+	kept := prev[:0]
+	for _, ev := range prev {
+		if slices.Contains(asleep, ev) {
+			kept = append(kept, ev)
 		}
 	}
-	e.done = true
-	s.m[k] = e
-	if len(asleep) == 0 {
+	if len(kept) == 0 {
 		delete(s.asleep, k)
 	} else {
-		s.asleep[k] = slices.Clone(asleep)
+		s.asleep[k] = eventSpan{sp.off, uint32(len(kept))}
 	}
-	s.Unlock()
 }
 
 // memoryEvery is how many new states a worker explores between two reads of
@@ -248,6 +268,8 @@ type worker[M Model[M]] struct {
 	events     []choiceEvent
 	take       []int
 	asleep     []Event // scratch for the memo's answer
+	left       []Event // scratch for what a state left asleep
+	only       []Event // scratch for the steps a state explored before takes
 }
 
 // sleeper is a step asleep in a state: taken already from an ancestor, or
@@ -297,11 +319,13 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		}
 		// Steps asleep then but awake now were taken from this state by no
 		// one: take them, with what sleeps in both as the sleep set.
+		only = w.only[:0] // read only by awake, before any child reuses it
 		for _, ev := range asleep {
 			if !asleepIn(w.sleep[lo:], ev) {
 				only = append(only, ev)
 			}
 		}
+		w.only = only
 		if len(only) == 0 {
 			return e
 		}
@@ -381,10 +405,11 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		total.schedules += e.schedules
 		total.height = max(total.height, e.height+1)
 	}
-	var left []Event // what slept on entry was not taken from here
+	left := w.left[:0] // what slept on entry was not taken from here
 	for _, x := range w.sleep[lo : lo+entered] {
 		left = append(left, x.ev)
 	}
+	w.left = left
 	w.sleep = w.sleep[:lo]
 	s.memo.put(k, total, left)
 	return total
