@@ -216,7 +216,20 @@ type world struct {
 	// fp records what the last step read and wrote, for the search's sleep
 	// sets (explore.Commuter).
 	fp explore.Footprint
+	// slotRoom and inflightRoom hold slots and inflight while they fit, so
+	// that a clone is one allocation: the search clones a world for nearly
+	// every step, and a scenario has a few workers and messages.
+	slotRoom     [inlineSlots]slot
+	inflightRoom [inlineInflight]inFlight
 }
+
+// inlineSlots and inlineInflight are the workers and messages in flight a
+// world holds within itself: the corpus's largest scenarios have seven
+// workers, and rarely more than eight messages in flight.
+const (
+	inlineSlots    = 8
+	inlineInflight = 8
+)
 
 func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
 	if factory == nil {
@@ -238,16 +251,25 @@ func (w *world) Clone() *world {
 	// Copy on write: a step changes one core or two, so the clone shares
 	// them all and copies each only when it first changes it (core). The
 	// original gives its cores up too, as both now point at them.
-	n.slots = slices.Clone(w.slots)
+	n.slots = inline(n.slotRoom[:], w.slots)
 	for i := range w.slots {
 		w.slots[i].owned, n.slots[i].owned = false, false
 	}
-	n.inflight = slices.Clone(w.inflight)
+	n.inflight = inline(n.inflightRoom[:], w.inflight)
 	// The program's state and the monitor are shared the same way.
 	n.pOwned, w.pOwned = false, false
 	n.monOwned, w.monOwned = false, false
 	n.eager = nil // empty between steps; made when a step needs it
 	return &n
+}
+
+// inline copies s into room when it fits (room is the clone's own, copied
+// with it), onto the heap when not.
+func inline[T any](room, s []T) []T {
+	if len(s) > len(room) {
+		return slices.Clone(s)
+	}
+	return room[:copy(room, s):len(room)]
 }
 
 func (w *world) name(id WorkerID) string { return w.sc.Workers[id-1] }

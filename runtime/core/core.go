@@ -270,7 +270,7 @@ func (c *Core) TakeReady() Ready {
 func (c *Core) TakeReadyInto(r *Ready) {
 	for _, e := range r.Messages {
 		if e.Msg != nil {
-			c.pools().reclaim(e.Msg)
+			c.poolsW().reclaim(e.Msg)
 		}
 	}
 	r.Reset()

@@ -70,8 +70,22 @@ func (p *msgPools) reclaim(m rref.Message) {
 	}
 }
 
-// pools is the core's free lists of sent messages, made on first use.
+// noPools stands for the free lists of a core that has taken nothing back:
+// filled from, never put into (fill only takes from a list, and an empty
+// one takes nothing), so a core whose caller never hands messages back (an
+// explorer's clones) makes no lists at all.
+var noPools msgPools
+
+// pools is the core's free lists of sent messages, to take from.
 func (c *Core) pools() *msgPools {
+	if c.msgs == nil {
+		return &noPools
+	}
+	return c.msgs
+}
+
+// poolsW is the core's free lists, to put into: made on first use.
+func (c *Core) poolsW() *msgPools {
 	if c.msgs == nil {
 		c.msgs = &msgPools{}
 	}
