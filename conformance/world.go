@@ -205,7 +205,7 @@ type world struct {
 	// and exploring its every order only multiplies states. Empty between
 	// steps.
 	unreduced bool
-	eager     map[[2]uint64]bool // (caller, call id)
+	eager     [][2]uint64 // (caller, call id); a handful at most
 	// fresh makes AppendState encode everything anew, caches ignored, for
 	// the clone check (Options.checkClones).
 	fresh bool
@@ -221,6 +221,7 @@ type world struct {
 	// every step, and a scenario has a few workers and messages.
 	slotRoom     [inlineSlots]slot
 	inflightRoom [inlineInflight]inFlight
+	choiceRoom   [inlineInflight + 1]int
 }
 
 // inlineSlots and inlineInflight are the workers and messages in flight a
@@ -306,7 +307,7 @@ func (w *world) Finished() bool { return w.prog.Done() && len(w.inflight) == 0 }
 // Choices lists what may happen next: -1 runs the next command, i >= 0
 // delivers in-flight message i. Identical messages are offered once.
 func (w *world) Choices() []int {
-	out := make([]int, 0, len(w.inflight)+1)
+	out := w.choiceRoom[:0] // the engine copies it (explore.Model.Choices)
 	if w.prog.Ready(w) {
 		out = append(out, -1)
 	}
@@ -708,10 +709,11 @@ func (w *world) drain(id WorkerID) {
 // message instead.
 func (w *world) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 	k := [2]uint64{uint64(caller), id}
-	if !w.eager[k] {
+	i := slices.Index(w.eager, k)
+	if i < 0 {
 		return false
 	}
-	delete(w.eager, k)
+	w.eager = slices.Delete(w.eager, i, i+1)
 	w.read(tableDups, 0)
 	for _, d := range w.p.dups {
 		if d.from == from && d.to == caller && d.kind == rref.CodeCallRet.String() {
@@ -747,10 +749,7 @@ func (w *world) run(id WorkerID, run core.Run) {
 			w.bindTravelled(handleKey{id, string(run.Args)}, run.Handles[0])
 		}
 		if !w.unreduced {
-			if w.eager == nil {
-				w.eager = map[[2]uint64]bool{}
-			}
-			w.eager[[2]uint64{uint64(run.From), run.CallID}] = true
+			w.eager = append(w.eager, [2]uint64{uint64(run.From), run.CallID})
 		}
 		cr.Return(run.From, run.CallID, nil, nil, core.Failure{})
 	case run.Fn == "__return":

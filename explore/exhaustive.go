@@ -267,6 +267,7 @@ type worker[M Model[M]] struct {
 	footprints []Footprint
 	events     []choiceEvent
 	take       []int
+	choices    []int
 	asleep     []Event // scratch for the memo's answer
 	left       []Event // scratch for what a state left asleep
 	only       []Event // scratch for the steps a state explored before takes
@@ -339,7 +340,9 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 	} else if !w.checkBounds(depth) {
 		return memoEntry{}
 	}
-	choices := m.Choices()
+	choiceBase := len(w.choices)
+	w.choices = append(w.choices, m.Choices()...) // the model may reuse its slice
+	choices := w.choices[choiceBase:]
 	if len(choices) == 0 {
 		m.CheckEnd()
 		if m.Violation() != nil {
@@ -353,6 +356,7 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 	evBase, takeBase, fpBase := len(w.events), len(w.take), len(w.footprints)
 	defer func() {
 		w.events, w.take, w.footprints = w.events[:evBase], w.take[:takeBase], w.footprints[:fpBase]
+		w.choices = w.choices[:choiceBase]
 	}()
 	take := w.awake(m, choices, lo, only)
 	events := w.events[evBase:]

@@ -32,6 +32,8 @@ type Model[M any] interface {
 	// Choices lists the steps enabled now, in a deterministic order; none
 	// means the run is over. A model may offer two steps that do the same
 	// once (two copies of one message), since exploring both finds nothing new.
+	// The slice is the engine's to read until the model's next call to
+	// Choices (a model may hand out the same buffer each time).
 	Choices() []int
 	// Step takes choice c, one of the last Choices.
 	Step(c int)
