@@ -53,7 +53,7 @@ func (w *world) Event(c int) (explore.Event, bool) {
 }
 
 // Footprint is what the last step read and wrote.
-func (w *world) Footprint() *explore.Footprint { return &w.fp }
+func (w *world) Footprint() *explore.Footprint { return w.fp }
 
 // locSeed keys the hashes of handle names: fixed for the process, like
 // the state digests.

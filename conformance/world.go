@@ -214,8 +214,9 @@ type world struct {
 	// goroutine, one at a time.
 	scratch *[]byte
 	// fp records what the last step read and wrote, for the search's sleep
-	// sets (explore.Commuter).
-	fp explore.Footprint
+	// sets (explore.Commuter). Shared by a world's clones, as scratch is:
+	// the search copies it after each step, before the next.
+	fp *explore.Footprint
 	// slotRoom and inflightRoom hold slots and inflight while they fit, so
 	// that a clone is one allocation: the search clones a world for nearly
 	// every step, and a scenario has a few workers and messages.
@@ -237,7 +238,7 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
 		factory = SeededCore
 	}
 	w := &world{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, p: newRunState(), pOwned: true,
-		mon: newMonitor(), monOwned: true, unreduced: unreduced, scratch: new([]byte)}
+		mon: newMonitor(), monOwned: true, unreduced: unreduced, scratch: new([]byte), fp: new(explore.Footprint)}
 	for i, name := range sc.Workers {
 		id := WorkerID(i + 1)
 		w.ids[name] = id
