@@ -161,9 +161,9 @@ func TestStateEncodingIsUnambiguous(t *testing.T) {
 	makeWorld := func(name string, id core.HandleID, value string, err rref.ErrorKind, exempt RRefID) *world {
 		w := &world{p: newRunState(), mon: newMonitor(), scratch: new([]byte)}
 		k := handleKey{1, name}
-		w.p.handles.set(k, &progHandle{id: id})
-		w.p.fetches.set(k, &fetchState{done: true, value: []byte(value), err: err})
-		w.mon.exemptRRef.set(exempt, true)
+		w.p.setHandle(k, &progHandle{id: id})
+		w.p.setFetch(k, &fetchState{done: true, value: []byte(value), err: err})
+		w.mon.markExemptRRef(exempt)
 		return w
 	}
 	base := makeWorld("c", 12, "1", 23, RRefID{Worker: 1, Local: 1})

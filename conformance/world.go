@@ -92,7 +92,7 @@ type monitor struct {
 	remoteArrived cowMap[RRefID, bool]
 	owners        cowMap[RRefID, WorkerID]
 	crashed       bool
-	key           digest // the digest of appendState; zero when not known
+	sum           digest // of the facts the state key covers (sums.go)
 }
 
 func newMonitor() *monitor { return &monitor{} }
@@ -102,11 +102,17 @@ func newMonitor() *monitor { return &monitor{} }
 // (worlds share it read-only, see mw), so only the copy's maps are marked.
 func (m *monitor) clone() *monitor {
 	n := *m
-	n.key = digest{}
-	for _, c := range []interface{ share() }{&n.values, &n.failing, &n.deletes, &n.answered, &n.refused,
-		&n.children, &n.path, &n.exempt, &n.exemptRRef, &n.remoteArrived, &n.owners} {
-		c.share()
-	}
+	n.values.share()
+	n.failing.share()
+	n.deletes.share()
+	n.answered.share()
+	n.refused.share()
+	n.children.share()
+	n.path.share()
+	n.exempt.share()
+	n.exemptRRef.share()
+	n.remoteArrived.share()
+	n.owners.share()
 	return &n
 }
 
@@ -121,7 +127,7 @@ type runState struct {
 	returns  cowMap[[2]uint64, string]      // (caller, call id) -> name of the returned handle
 	travel   cowMap[ForkID, travelling]     // passed or returned handles not yet bound
 	dups     []dupRule                      // never changed in place: a change makes a new slice
-	key      digest                         // the digest of appendState; zero when not known
+	sum      digest                         // of the facts the state key covers (sums.go)
 }
 
 func newRunState() *runState { return &runState{} }
@@ -130,7 +136,6 @@ func newRunState() *runState { return &runState{} }
 // is not written after a clone (worlds share it read-only, see pw).
 func (p *runState) clone() *runState {
 	n := *p
-	n.key = digest{}
 	n.handles.share()
 	n.fetches.share()
 	n.fetchIDs.share()
@@ -144,7 +149,6 @@ func (w *world) pw() *runState {
 	if !w.pOwned {
 		w.p, w.pOwned = w.p.clone(), true
 	}
-	w.p.key = digest{}
 	return w.p
 }
 
@@ -153,7 +157,6 @@ func (w *world) mw() *monitor {
 	if !w.monOwned {
 		w.mon, w.monOwned = w.mon.clone(), true
 	}
-	w.mon.key = digest{}
 	return w.mon
 }
 
@@ -385,7 +388,7 @@ func (w *world) bind(k handleKey, h core.HandleID) {
 	if st.IsOwner {
 		ph.fork = ForkID{}
 	}
-	w.pw().handles.set(k, ph)
+	w.pw().setHandle(k, ph)
 	w.write(tableHandles, handleLoc(k))
 }
 
@@ -474,7 +477,7 @@ func (w *world) Fetch(wn, x string) error {
 	if h.released {
 		id = 0 // a released handle: the core answers deleted at once
 	}
-	w.pw().fetches.set(k, f)
+	w.pw().setFetch(k, f)
 	w.write(tableFetches, handleLoc(k))
 	fid := w.core(wid).Fetch(id)
 	w.pw().fetchIDs.set([2]uint64{uint64(wid), fid}, f)
@@ -490,7 +493,7 @@ func (w *world) Release(wn, x string) error {
 	if !h.released {
 		released := *h // a new record: clones share the old one
 		released.released = true
-		w.pw().handles.set(handleKey{wid, x}, &released)
+		w.pw().setHandle(handleKey{wid, x}, &released)
 		if err := w.core(wid).Release(h.id); err != nil {
 			w.fail(rref.InvariantS5, 0, "%s's release of %s refused: %v", wn, x, err)
 		}
@@ -505,7 +508,7 @@ func (w *world) Timeout(wn, x string) error {
 	timed := *w.p.handles.m[handleKey{wid, x}] // a new record: clones share the old one
 	timed.timedOut = true
 	h := &timed
-	w.pw().handles.set(handleKey{wid, x}, h)
+	w.pw().setHandle(handleKey{wid, x}, h)
 	if !h.onOwner {
 		w.core(wid).Timeout(h.id)
 	}
@@ -593,7 +596,7 @@ func (w *world) crash(x WorkerID) {
 	}
 	w.slots[x-1].dead = true
 	mon := w.mw()
-	mon.crashed = true
+	mon.markCrashed()
 	kept := w.inflight[:0]
 	for _, m := range w.inflight {
 		if m.from != x && m.to != x {
@@ -605,12 +608,12 @@ func (w *world) crash(x WorkerID) {
 	// whose creator died before its RemoteCall reached the owner.
 	for f, p := range mon.path.m {
 		if !mon.answered.m[f] && slices.Contains(p, x) {
-			mon.exempt.set(f, true)
+			mon.mark(&mon.exempt, factExempt, f)
 		}
 	}
 	for _, h := range w.p.handles.m {
 		if h.rref.Worker == x && !mon.remoteArrived.m[h.rref] {
-			mon.exemptRRef.set(h.rref, true)
+			mon.markExemptRRef(h.rref)
 		}
 	}
 	for i := range w.slots {
@@ -730,7 +733,7 @@ func (w *world) bindTravelled(k handleKey, h core.HandleID) {
 	w.fp.ReadTable(tableTravel)
 	for f, t := range w.p.travel.m {
 		if t.to == k.w && t.name == k.name && t.rref == st.RRef {
-			w.pw().travel.del(f)
+			w.pw().delTravel(f)
 			w.write(tableTravel, forkKey(f))
 		}
 	}
@@ -780,11 +783,11 @@ func (w *world) fetched(id WorkerID, fr core.FetchResult) {
 	answered := *p.fetchIDs.m[fid] // a new record: clones share the old one
 	f := &answered
 	w.write(tableFetches, handleLoc(f.issued.key))
+	f.done, f.value, f.err = true, fr.Value, fr.Err
 	if p.fetches.m[f.issued.key] == p.fetchIDs.m[fid] {
-		p.fetches.set(f.issued.key, f) // still the name's last fetch
+		p.setFetch(f.issued.key, f) // still the name's last fetch
 	}
 	p.fetchIDs.del(fid)
-	f.done, f.value, f.err = true, fr.Value, fr.Err
 	h := &f.issued // checked against the handle it was issued on, not the name's binding now
 	// The checks below read these facts (and others only a crash changes).
 	w.read(tableValues, rrefKey(h.rref))
@@ -856,12 +859,12 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 			if d.Cut != rref.ErrorKindNone {
 				// A cut handle passed on: its copy is cut too, never confirmed
 				// and never deleted, and its value may be gone (S1's exception).
-				mon.exempt.set(d.Fork, true)
+				mon.mark(&mon.exempt, factExempt, d.Fork)
 				w.set(tableExempt, forkKey(d.Fork))
 			}
 			if d.Parent == (ForkID{Worker: d.RRef.Worker, Local: d.RRef.Local}) {
 				mon.path.set(d.Fork, nil)
-				mon.answered.set(d.Fork, true) // the owner knew the fork when it sent it
+				mon.mark(&mon.answered, factAnswered, d.Fork) // the owner knew the fork when it sent it
 				w.set(tablePath, forkKey(d.Fork))
 				w.set(tableAnswered, forkKey(d.Fork))
 			} else {
@@ -877,12 +880,12 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 				// the owner confirmed before the crash is not exempt.
 				w.read(tableExempt, forkKey(d.Parent))
 				if mon.exempt.m[d.Parent] {
-					mon.exempt.set(d.Fork, true)
+					mon.mark(&mon.exempt, factExempt, d.Fork)
 					w.set(tableExempt, forkKey(d.Fork))
 				}
 			}
 			if bindName != "" {
-				w.pw().travel.set(d.Fork, travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork})
+				w.pw().addTravel(d.Fork, travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork})
 				w.write(tableTravel, forkKey(d.Fork))
 			}
 		}
@@ -905,23 +908,23 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 		descs(m.RRefs, e.To, "")
 	case *rref.RemoteRet:
 		mon := w.mw()
-		mon.answered.set(m.Fork, true)
+		mon.mark(&mon.answered, factAnswered, m.Fork)
 		w.set(tableAnswered, forkKey(m.Fork))
 	case *rref.ForkAck:
 		mon := w.mw()
-		mon.answered.set(m.Fork, true)
+		mon.mark(&mon.answered, factAnswered, m.Fork)
 		w.set(tableAnswered, forkKey(m.Fork))
 		if m.Refused {
-			mon.refused.set(m.Fork, true)
+			mon.mark(&mon.refused, factRefused, m.Fork)
 			w.set(tableRefused, forkKey(m.Fork))
 		}
 	case *rref.ChildAccept:
 		if e.From == w.ownerOf(m.RRef) {
 			mon := w.mw()
-			mon.answered.set(m.Child, true) // the owner as callee answers directly
+			mon.mark(&mon.answered, factAnswered, m.Child) // the owner as callee answers directly
 			w.set(tableAnswered, forkKey(m.Child))
 			if m.Refused {
-				mon.refused.set(m.Child, true)
+				mon.mark(&mon.refused, factRefused, m.Child)
 				w.set(tableRefused, forkKey(m.Child))
 			}
 		}
@@ -952,8 +955,7 @@ func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 	mon = w.mw()
 	w.write(tableDeletes, forkKey(m.Fork))
 	w.read(tableRefused, forkKey(m.Fork))
-	mon.deletes.set(m.Fork, mon.deletes.m[m.Fork]+1)
-	if mon.deletes.m[m.Fork] > 1 {
+	if mon.countDelete(m.Fork) > 1 {
 		w.fail(rref.InvariantS3, 0, "%s sent a second delete for fork %v", w.name(from), m.Fork)
 	}
 	if mon.refused.m[m.Fork] {
@@ -1089,136 +1091,28 @@ func (w *world) AppendState(b []byte) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(w.inflight)))
 	b = inflight.append(b)
-	if w.p.key == (digest{}) || w.fresh {
-		*w.scratch = w.p.appendState((*w.scratch)[:0])
-		w.p.key = digestOf(*w.scratch) // shared with the clones that share p
-	}
-	b = w.p.key.append(b)
-	if w.mon.key == (digest{}) || w.fresh {
-		*w.scratch = w.mon.appendState((*w.scratch)[:0])
-		w.mon.key = digestOf(*w.scratch)
-	}
-	return w.mon.key.append(b)
-}
-
-// appendState encodes the program's handles, fetches, travelling handles
-// and pending duplications.
-func (p *runState) appendState(b []byte) []byte {
-	hk := make([]handleKey, 0, len(p.handles.m))
-	for k := range p.handles.m {
-		hk = append(hk, k)
-	}
-	slices.SortFunc(hk, cmpHandleKey)
-	for _, k := range hk {
-		h := p.handles.m[k]
-		// Every variable-length field is delimited: "c1" with handle 2 and
-		// "c" with handle 12 must not encode alike.
-		b = append(b, 'h')
-		b = strconv.AppendUint(b, uint64(k.w), 10)
-		b = append(b, ':')
-		b = append(b, k.name...)
-		b = append(b, ':')
-		b = strconv.AppendUint(b, uint64(h.id), 10)
-		b = append(b, ':')
-		b = strconv.AppendBool(b, h.released)
-		b = append(b, ':')
-		b = strconv.AppendBool(b, h.timedOut)
-		b = append(b, ';')
-		if f := p.fetches.m[k]; f != nil {
-			b = append(b, 'f')
-			b = strconv.AppendBool(b, f.done)
-			b = append(b, ':')
-			b = strconv.AppendInt(b, int64(len(f.value)), 10) // length-prefixed: a value may hold any byte
-			b = append(b, ':')
-			b = append(b, f.value...)
-			b = append(b, ':')
-			b = strconv.AppendUint(b, uint64(f.err), 10)
-			b = append(b, ';')
+	pSum, monSum := w.p.sum, w.mon.sum
+	if w.fresh {
+		// The clone check: the sums from the facts themselves, and the
+		// kept ones checked against them.
+		pSum, monSum = w.p.recomputeSum(), w.mon.recomputeSum()
+		if pSum != w.p.sum {
+			w.fail("encoding", 0, "the program state's sum is stale")
+		}
+		if monSum != w.mon.sum {
+			w.fail("encoding", 0, "the monitor's sum is stale")
 		}
 	}
-	b = append(b, '|')
-	travel := make([]ForkID, 0, len(p.travel.m))
-	for f := range p.travel.m {
-		travel = append(travel, f)
-	}
-	sortForks(travel)
-	for _, f := range travel {
-		b = appendFork(b, f)
-		b = append(b, ',')
-	}
-	b = append(b, " d"...)
-	return strconv.AppendInt(b, int64(len(p.dups)), 10)
+	b = pSum.append(b)
+	b = binary.AppendUvarint(b, uint64(len(w.p.dups)))
+	return monSum.append(b)
 }
 
-// appendState encodes the monitor's facts that a later check reads.
-func (m *monitor) appendState(b []byte) []byte {
-	b = append(b, '|')
-	b = appendForkSet(b, m.answered.m)
-	b = appendForkSet(b, m.refused.m)
-	b = appendForkSet(b, m.exempt.m)
-	dels := make([]ForkID, 0, len(m.deletes.m))
-	for f := range m.deletes.m {
-		dels = append(dels, f)
-	}
-	sortForks(dels)
-	for _, f := range dels {
-		b = append(b, 'd')
-		b = appendFork(b, f)
-		b = append(b, '=')
-		b = strconv.AppendInt(b, int64(m.deletes.m[f]), 10)
-	}
-	xs := make([]RRefID, 0, len(m.exemptRRef.m))
-	for id, ok := range m.exemptRRef.m {
-		if ok {
-			xs = append(xs, id)
-		}
-	}
-	slices.SortFunc(xs, func(a, b RRefID) int { return cmpFork(ForkID(a), ForkID(b)) })
-	b = append(b, "|x"...)
-	for _, id := range xs { // the set itself: two sets of one size are different states
-		b = appendFork(b, ForkID(id))
-		b = append(b, ',')
-	}
-	b = append(b, " c"...)
-	return strconv.AppendBool(b, m.crashed)
-}
-
-// The sorts of the state encodings compare with functions, not through
-// sort.Slice's reflection, which allocates on every call.
-func sortForks(fs []ForkID) { slices.SortFunc(fs, cmpFork) }
-
-func cmpFork(a, b ForkID) int {
-	if c := cmp.Compare(a.Worker, b.Worker); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Local, b.Local)
-}
-
+// cmpHandleKey orders handles by worker, then name: a comparison
+// function, not sort.Slice's reflection, which allocates on every call.
 func cmpHandleKey(a, b handleKey) int {
 	if c := cmp.Compare(a.w, b.w); c != 0 {
 		return c
 	}
 	return strings.Compare(a.name, b.name)
-}
-
-func appendForkSet(b []byte, set map[ForkID]bool) []byte {
-	fs := make([]ForkID, 0, len(set))
-	for f, ok := range set {
-		if ok {
-			fs = append(fs, f)
-		}
-	}
-	sortForks(fs)
-	for _, f := range fs {
-		b = appendFork(b, f)
-		b = append(b, ',')
-	}
-	return append(b, ';')
-}
-
-// appendFork appends "worker.local".
-func appendFork(b []byte, f ForkID) []byte {
-	b = strconv.AppendUint(b, uint64(f.Worker), 10)
-	b = append(b, '.')
-	return strconv.AppendUint(b, f.Local, 10)
 }
