@@ -107,6 +107,17 @@ func fabricOptionsOf(opts []FabricOption) fabricOptions {
 // preference.
 func FabricProviders() ([]string, error) { return fabricProviders() }
 
+// DefaultFabricProvider is the provider DialFabric and AcceptFabric use
+// without WithProvider: the first of FabricProviders that has not failed
+// under this package's traffic (see the package's documentation), or ""
+// when all have and libfabric chooses.
+func DefaultFabricProvider() (string, error) {
+	if err := fabricAvailable(); err != nil {
+		return "", err
+	}
+	return defaultProvider(), nil
+}
+
 // DialFabric connects to a peer accepting with AcceptFabric at addr (a tcp
 // address) and runs the handshake, as DialTCP does, then moves the
 // connection onto the fabric. A refusal (a wrong secret or geometry, another

@@ -77,6 +77,8 @@ func FIFOTable(d time.Duration, progress func(string)) []Row {
 	for _, t := range Transports() {
 		rows = append(rows, measureRow(t, d, progress, func(fl floors) { noteFloor(t.Name, fl) }))
 	}
+	rows = append(rows, fiPingpongRow(d, progress)...) // none without the fabric provider and libfabric-bin
+	fabricAgainstFiPingpong(rows)
 	if floor > 0 {
 		rows[0].LatencyNs[56] = float64(floor.Nanoseconds()) // the best seen in the run
 	}
@@ -298,6 +300,13 @@ func Write(w io.Writer, rows []Row, format string) error {
 		fmt.Fprintln(w, "with the row's 56-byte latency (best of 3 rounds each; the floor row shows the run's best), unix/lat56 is Unix")
 		fmt.Fprintln(w, "sockets' 56-byte latency over the row's (above 1 is faster), rate56/floor the row's 56-byte rate over the")
 		fmt.Fprintln(w, "stream floor measured just before it, bw1M/memcpy against memcpy at 1 MiB.")
+		for _, r := range rows {
+			if r.Ratios[fabricLat56] > 0 {
+				fmt.Fprintf(w, "%s against libfabric's own fi_pingpong (two processes, same provider, this run): latency %s at 56 B,\n", r.Transport, ratio(r, fabricLat56))
+				fmt.Fprintf(w, "%s at 4 KiB, %s at 1 MiB; bandwidth at 1 MiB %s (streamed, over fi_pingpong's ping-pong).\n",
+					ratio(r, fabricLat4K), ratio(r, fabricLat1M), ratio(r, fabricBW1M))
+			}
+		}
 	})
 }
 
@@ -338,4 +347,40 @@ func writeTable(w io.Writer, h []string, table [][]string, format string, raw an
 	}
 	footer()
 	return nil
+}
+
+// The fabric row's ratios to fi_pingpong's.
+const (
+	fabricLat56 = "latency56_over_fi_pingpong"
+	fabricLat4K = "latency4K_over_fi_pingpong"
+	fabricLat1M = "latency1M_over_fi_pingpong"
+	fabricBW1M  = "bandwidth1M_over_fi_pingpong"
+)
+
+// fabricAgainstFiPingpong fills in the fifo/fabric row's ratios to the
+// fi_pingpong row's, when both were measured.
+func fabricAgainstFiPingpong(rows []Row) {
+	var fab, fi *Row
+	for i := range rows {
+		switch {
+		case strings.HasPrefix(rows[i].Transport, "fifo/fabric"):
+			fab = &rows[i]
+		case strings.HasPrefix(rows[i].Transport, fiPingpong):
+			fi = &rows[i]
+		}
+	}
+	if fab == nil || fi == nil {
+		return
+	}
+	if fab.Ratios == nil {
+		fab.Ratios = map[string]float64{}
+	}
+	for key, size := range map[string]int{fabricLat56: 56, fabricLat4K: 4 << 10, fabricLat1M: 1 << 20} {
+		if a, b := fab.LatencyNs[size], fi.LatencyNs[size]; a > 0 && b > 0 {
+			fab.Ratios[key] = a / b
+		}
+	}
+	if a, b := fab.Bandwidth[1<<20], fi.Bandwidth[1<<20]; a > 0 && b > 0 {
+		fab.Ratios[fabricBW1M] = a / b
+	}
 }
