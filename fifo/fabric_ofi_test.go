@@ -97,7 +97,9 @@ func init() {
 	addr, mode, _ := strings.Cut(spec, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := DialFabric(ctx, addr, secret, Config{Cells: 256}, WithProvider(fabricProvider))
+	// RREF_FABRIC_NODE: the address to bind the endpoint to, for a peer in
+	// another network namespace (TestFabricAcrossNetworkNamespaces).
+	c, err := DialFabric(ctx, addr, secret, Config{Cells: 256}, WithProvider(fabricProvider), WithFabricNode(os.Getenv("RREF_FABRIC_NODE")))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fabric peer:", err)
 		os.Exit(1)
