@@ -228,6 +228,10 @@ func AcceptFabric(ctx context.Context, ln net.Listener, secret []byte, cfg Confi
 	}
 }
 
+// fabricSHM is libfabric's shared-memory provider, whose endpoints are
+// named on one host rather than at a network address.
+const fabricSHM = "shm"
+
 // fabricEndpoint is an opened endpoint with its memory registered, before
 // it knows its peer.
 type fabricEndpoint interface {
@@ -246,7 +250,17 @@ type fabricEndpoint interface {
 // and connects. local says the error was opening this end's endpoint.
 func fabricBring(ctx context.Context, nc net.Conn, peer string, c Config, o fabricOptions, dialer bool) (_ *Conn, local bool, _ error) {
 	node := o.node
-	if node == "" {
+	prov := o.provider
+	if prov == "" {
+		prov = defaultProvider()
+	}
+	// A network provider binds where the tcp connection arrived; shm's
+	// addresses are names on this host, and libfabric 1.17's shm crashes
+	// (SIGSEGV in fi_getinfo) when given an IP address as its source.
+	if prov == fabricSHM && node != "" {
+		return nil, true, fmt.Errorf("fifo: libfabric's shm provider is named on this host, not at a network address: WithFabricNode(%q) does not apply to it", node)
+	}
+	if node == "" && prov != fabricSHM {
 		if ta, ok := nc.LocalAddr().(*net.TCPAddr); ok {
 			node = ta.IP.String()
 		}
