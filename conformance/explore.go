@@ -39,6 +39,8 @@ type Options struct {
 	// NoSleepSets explores every order of the deliveries that commute
 	// (explore.Options.NoSleepSets); Unreduced implies it.
 	NoSleepSets bool
+	// reorderAfter is explore.Options.ReorderAfter, for the tests.
+	reorderAfter int
 	// Progress, when set, is told of a long exhaustive search: the states
 	// seen and the time spent, about every ProgressEvery.
 	Progress func(states int, elapsed time.Duration)
@@ -54,7 +56,7 @@ const ProgressEvery = explore.ProgressEvery
 func (o Options) explore() explore.Options {
 	return explore.Options{Mode: o.Mode, MaxStates: o.MaxStates, MaxDepth: o.MaxDepth, MaxMemory: o.MaxMemory,
 		Timeout: o.Timeout, Seed: o.Seed, Walks: o.Walks, Depth: o.Depth, Workers: o.Workers, Progress: o.Progress,
-		CheckClones: o.checkClones, NoSleepSets: o.NoSleepSets || o.Unreduced}
+		CheckClones: o.checkClones, NoSleepSets: o.NoSleepSets || o.Unreduced, ReorderAfter: o.reorderAfter}
 }
 
 // Result is the outcome of exploring one scenario.

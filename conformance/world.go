@@ -220,6 +220,9 @@ type world struct {
 	// sets (explore.Commuter). Shared by a world's clones, as scratch is:
 	// the search copies it after each step, before the next.
 	fp *explore.Footprint
+	// commutes caches Commutes' answers for a core factory of the caller's
+	// (nil: the production core's, in commuteCache), shared the same way.
+	commutes *map[commuteKey]bool
 	// slotRoom and inflightRoom hold slots and inflight while they fit, so
 	// that a clone is one allocation: the search clones a world for nearly
 	// every step, and a scenario has a few workers and messages.
@@ -237,11 +240,14 @@ const (
 )
 
 func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
-	if factory == nil {
-		factory = SeededCore
-	}
 	w := &world{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, p: newRunState(), pOwned: true,
 		mon: newMonitor(), monOwned: true, unreduced: unreduced, scratch: new([]byte), fp: new(explore.Footprint)}
+	if factory == nil {
+		factory = SeededCore
+	} else {
+		own := map[commuteKey]bool{} // another core: the shared answers do not hold for it
+		w.commutes = &own
+	}
 	for i, name := range sc.Workers {
 		id := WorkerID(i + 1)
 		w.ids[name] = id

@@ -155,8 +155,10 @@ type worker[M Model[M]] struct {
 	// sinceCheck and lastCheck time the checks of memory and progress.
 	sinceCheck int
 	lastCheck  time.Duration
-	// reduce turns the sleep sets on: the model is a Commuter.
-	reduce bool
+	// reduce turns the sleep sets on: the model is a Commuter; reorder is
+	// set when it is a Reorderer too.
+	reduce  bool
+	reorder bool
 	// The stacks below hold one frame per state on the path, pushed when
 	// the state is explored and popped after: no allocation per state.
 	// sleep holds each state's sleep set, which grows by the steps taken
@@ -271,14 +273,15 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 	for i, pos := range take {
 		// The last step taken steps m itself: nothing reads m after it, and
 		// a state with one choice then costs no copy at all.
+		top := len(w.sleep)
+		reorder := w.reorder && top > lo && s.memo.size.Load() > int64(s.opt.ReorderAfter)
 		n := m
-		if i < len(take)-1 {
-			n = m.Clone()
+		if i < len(take)-1 || reorder {
+			n = m.Clone() // a Reorderer is asked about m, with what sleeps, after the step
 		}
 		n.Step(choices[pos])
 		s.steps.Add(1)
 		w.path = append(w.path, pos)
-		top := len(w.sleep)
 		commutes := w.reduce && events[pos].commutes
 		if commutes {
 			// The child's sleep set: what sleeps here, or was taken here
@@ -286,7 +289,8 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 			w.footprints = append(w.footprints, *any(n).(Commuter).Footprint())
 			fp := &w.footprints[len(w.footprints)-1]
 			for _, x := range w.sleep[lo:top] {
-				if w.footprints[x.fp].Independent(fp) {
+				fx := &w.footprints[x.fp]
+				if fx.Independent(fp) || reorder && any(m).(Reorderer).Commutes(x.ev, events[pos].ev, fx, fp) {
 					w.sleep = append(w.sleep, x)
 				}
 			}
@@ -356,8 +360,10 @@ func (w *worker[M]) awake(m M, choices []int, lo int, only []Event) []int {
 // breadth-first for the shortest schedule that fails.
 func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result {
 	s := &search[M]{opt: opt, began: began, hash: newHasher(), memo: newMemo()}
-	_, commuter := any(start()).(Commuter)
+	first := start() // worker 0's start, and what the model is
+	_, commuter := any(first).(Commuter)
 	reduce := commuter && !opt.NoSleepSets
+	_, reorderer := any(first).(Reorderer)
 	workers := opt.Workers
 	if workers < 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -370,13 +376,18 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	)
 	for i := range workers {
 		w := &worker[M]{s: s, onPath: map[stateKey]bool{}, reduce: reduce}
+		w.reorder = reorderer && reduce
 		if i > 0 {
 			w.rng = rand.New(rand.NewSource(int64(i)))
+		}
+		m := first
+		if i > 0 {
+			m = start()
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			total := w.dfs(start(), 0, 0)
+			total := w.dfs(m, 0, 0)
 			if !s.stop.Load() {
 				// This worker covered the whole graph: the others only
 				// duplicate what it did.

@@ -92,6 +92,9 @@ const (
 	// DefaultPCTDepth is PCT's number of priority change points: bugs of
 	// depth 3 are the common case in its paper's measurements.
 	DefaultPCTDepth = 3
+	// DefaultReorderAfter is when a search starts asking a Reorderer: the
+	// corpus's and the enumeration's small searches gain nothing by it.
+	DefaultReorderAfter = 1024
 	// DefaultMaxMemory bounds the heap a search may grow to: far above
 	// any corpus scenario's needs, below the machines' memory.
 	DefaultMaxMemory = 8 << 30
@@ -131,6 +134,13 @@ type Options struct {
 	// is a Commuter: every order is taken, and schedules are counted. The
 	// differential tests compare the two searches.
 	NoSleepSets bool
+	// ReorderAfter is how many states a search enters before it asks a
+	// Reorderer about steps whose footprints conflict (0:
+	// DefaultReorderAfter; negative: from the start). A question costs more
+	// than a small search saves with it, and asking in some states and not
+	// in others is as sound as always asking: a step is only kept asleep
+	// when it commutes with the step taken.
+	ReorderAfter int
 }
 
 func (o *Options) defaults() {
@@ -151,6 +161,9 @@ func (o *Options) defaults() {
 	}
 	if o.Depth == 0 {
 		o.Depth = DefaultPCTDepth
+	}
+	if o.ReorderAfter == 0 {
+		o.ReorderAfter = DefaultReorderAfter
 	}
 }
 

@@ -160,3 +160,49 @@ func (f *Footprint) Equal(g *Footprint) bool {
 	return f.everything == g.everything && f.tablesRead == g.tablesRead && f.tablesWrote == g.tablesWrote &&
 		same(f.reads[:f.nr], g.reads[:g.nr]) && same(f.writes[:f.nw], g.writes[:g.nw]) && same(f.sets[:f.ns], g.sets[:g.ns])
 }
+
+// Reorderer is a Commuter that can also tell, in a state, whether two steps
+// whose footprints conflict commute all the same: when the conflict is over
+// one part of the state that the model can try both orders on, cheaply or
+// from a cache (the RRef model: two messages to one core). The search then
+// copies each state for its every step, so that the state is intact when it
+// asks.
+type Reorderer interface {
+	Commuter
+	// Commutes reports whether steps a and b, both enabled in this state,
+	// commute here: either order reaches the same state with the same
+	// verdict, and each does there what it does here. fa and fb are their
+	// footprints (for a step asleep, from where it was taken: it does the
+	// same here). A model answers false whenever unsure.
+	Commutes(a, b Event, fa, fb *Footprint) bool
+}
+
+// IndependentExcept is Independent with conflicts over the location loc
+// ignored: for a Reorderer that checks that location itself.
+func (f *Footprint) IndependentExcept(g *Footprint, loc uint64) bool {
+	if f.everything || g.everything {
+		return false
+	}
+	if f.tablesRead&g.tablesWrote != 0 || g.tablesRead&f.tablesWrote != 0 {
+		return false
+	}
+	hit := func(ls []uint64, l uint64) bool { return l != loc && contains(ls, l) }
+	fr, fw, fs := f.reads[:f.nr], f.writes[:f.nw], f.sets[:f.ns]
+	gr, gw, gs := g.reads[:g.nr], g.writes[:g.nw], g.sets[:g.ns]
+	for _, l := range fw {
+		if hit(gr, l) || hit(gw, l) || hit(gs, l) {
+			return false
+		}
+	}
+	for _, l := range fs {
+		if hit(gr, l) || hit(gw, l) {
+			return false
+		}
+	}
+	for _, l := range fr {
+		if hit(gw, l) || hit(gs, l) {
+			return false
+		}
+	}
+	return true
+}

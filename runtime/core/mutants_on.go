@@ -30,3 +30,7 @@ var activeMutant mutantID
 func SetMutant(m mutantID) { activeMutant = m }
 
 func mutant(m mutantID) bool { return activeMutant == m }
+
+// ActiveMutant is the bug seeded now (0: none), for caches of the core's
+// behaviour that must not outlive it.
+func ActiveMutant() int { return int(activeMutant) }
