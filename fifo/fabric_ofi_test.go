@@ -348,7 +348,7 @@ func TestFabricCloseAfterABurst(t *testing.T) {
 // BenchmarkFabricPingPong reports one-way latency over the fabric, beside
 // tcp's in BenchmarkPingPong.
 func BenchmarkFabricPingPong(b *testing.B) {
-	for _, size := range []int{8, 56, 4096, 65536} {
+	for _, size := range []int{8, 56, 4096, 65536, 1 << 20} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
 			a, e := fabricPair(b, Config{Cells: 1 << 12})
 			pingPong(b, a, e, size)
