@@ -65,3 +65,54 @@ func Example() {
 	// process 0 writes
 	// process 1 writes
 }
+
+// tallies is a model of three processes that each count their own tally
+// up to three. Its steps say what they touch (explore.Commuter): process p
+// writes tally p and nothing else, so steps of different processes commute.
+type tallies struct {
+	n  [3]int
+	fp explore.Footprint
+}
+
+const tallyTable = 0 // the table of the tallies' locations, by process
+
+func (t *tallies) Choices() []int {
+	var out []int
+	for p, n := range t.n {
+		if n < 3 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (t *tallies) Step(p int) {
+	t.fp.Reset()
+	t.fp.Write(explore.Location(tallyTable, uint64(p)))
+	t.n[p]++
+}
+
+func (t *tallies) Clone() *tallies               { n := *t; return &n }
+func (t *tallies) AppendState(b []byte) []byte   { return fmt.Appendf(b, "%v", t.n) }
+func (t *tallies) Violation() *explore.Violation { return nil }
+func (t *tallies) CheckEnd()                     {}
+func (t *tallies) Describe(p int) string         { return fmt.Sprintf("process %d counts", p) }
+func (t *tallies) ChoiceKey(p int) string        { return fmt.Sprint(p) }
+func (t *tallies) Footprint() *explore.Footprint { return &t.fp }
+func (t *tallies) Event(p int) (explore.Event, bool) {
+	return explore.Event{uint64(p), uint64(t.n[p])}, true // process p's next step
+}
+
+// A model that says what its steps touch lets the search take one order of
+// steps that commute (sleep sets): it still enters every state, with far
+// fewer transitions; NoSleepSets walks every order, and counts them.
+func Example_commuter() {
+	start := func() *tallies { return &tallies{} }
+	full := explore.Explore(start, explore.Options{NoSleepSets: true})
+	fmt.Printf("every order: %d states, %d transitions, %g schedules\n", full.States, full.Transitions, full.Schedules)
+	r := explore.Explore(start, explore.Options{})
+	fmt.Printf("sleep sets:  %d states, %d transitions\n", r.States, r.Transitions)
+	// Output:
+	// every order: 64 states, 144 transitions, 1680 schedules
+	// sleep sets:  64 states, 63 transitions
+}
