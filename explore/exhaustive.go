@@ -389,10 +389,15 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 			defer wg.Done()
 			total := w.dfs(m, 0, 0)
 			if !s.stop.Load() {
-				// This worker covered the whole graph: the others only
-				// duplicate what it did.
 				once.Do(func() { r.Schedules = total.schedules })
-				s.stop.Store(true)
+				// This worker covered the whole graph, and the others only
+				// duplicate what it did, unless the graph has a cycle: a
+				// state another worker marked done may then have been cut
+				// at a step back onto that worker's own path, which only
+				// that worker goes on to explore. All then finish.
+				if !s.cyclic.Load() {
+					s.stop.Store(true)
+				}
 			}
 		}()
 	}
