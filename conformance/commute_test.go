@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/rrefkit/rref/explore"
@@ -106,6 +108,11 @@ func checkCommuting(sc *Scenario, unreduced bool) (int, error) {
 				if !bytes.Equal([]byte(key(ab)), []byte(key(ba))) {
 					return independent, fmt.Errorf("%s: the two orders reach different states", what)
 				}
+				// Beyond the state key: everything the world keeps, so that a
+				// record missing on a part the key leaves out shows too.
+				if fa, fb := fullDump(ab), fullDump(ba); fa != fb {
+					return independent, fmt.Errorf("%s: the two orders leave the world different beyond its state key:\n%s\n%s", what, fa, fb)
+				}
 			}
 		}
 	}
@@ -164,4 +171,40 @@ func TestSleepSetsEnterEveryState(t *testing.T) {
 		t.Errorf("sleep sets took %d transitions, the full search %d", pruned, full)
 	}
 	t.Logf("%d scenarios: %d transitions with sleep sets, %d without", len(scs), pruned, full)
+}
+
+// fullDump prints everything a world keeps but its cores (which the state
+// key covers by digest) and the order of its messages in flight: the
+// monitor's facts and the program's records, the key's parts included, with
+// pointers followed and each fork's children as a set.
+func fullDump(w *world) string {
+	deref := func(m map[handleKey]*progHandle) map[handleKey]progHandle {
+		out := map[handleKey]progHandle{}
+		for k, v := range m {
+			out[k] = *v
+		}
+		return out
+	}
+	fetches := func(m map[handleKey]*fetchState) map[handleKey]fetchState {
+		out := map[handleKey]fetchState{}
+		for k, v := range m {
+			out[k] = *v
+		}
+		return out
+	}
+	ids := map[[2]uint64]fetchState{}
+	for k, v := range w.p.fetchIDs.m {
+		ids[k] = *v
+	}
+	children := map[ForkID][]ForkID{}
+	for k, v := range w.mon.children.m {
+		c := slices.Clone(v)
+		slices.SortFunc(c, func(a, b ForkID) int { return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Local, b.Local)) })
+		children[k] = c
+	}
+	m := w.mon
+	return fmt.Sprintf("pc %d returning %v dups %v\nhandles %v\nfetches %v\nfetchIDs %v\nreturns %v\ntravel %v\n"+
+		"values %v failing %v deletes %v answered %v refused %v children %v path %v exempt %v exemptRRef %v remoteArrived %v owners %v crashed %v",
+		w.prog.PC(), w.returning, w.p.dups, deref(w.p.handles.m), fetches(w.p.fetches.m), ids, w.p.returns.m, w.p.travel.m,
+		m.values.m, m.failing.m, m.deletes.m, m.answered.m, m.refused.m, children, m.path.m, m.exempt.m, m.exemptRRef.m, m.remoteArrived.m, m.owners.m, m.crashed)
 }
