@@ -449,9 +449,23 @@ func TestTCPListenerSurvivesStrays(t *testing.T) {
 			t.Fatalf("the member got through only after a stray timed out (%v): strays hold up members", err)
 		}
 	}
-	waitFor(t, eventually, "three strays dropped", func() bool { return len(r.strays()) == 3 })
+	// Only these three count: a CI run once saw a fourth connection, from
+	// outside the test, dropped with EOF while the half-open one had not
+	// yet timed out.
+	ours := func() []error {
+		var out []error
+		for _, err := range r.strays() {
+			for _, c := range []net.Conn{silent, halfOpen, garbage} {
+				if strings.Contains(err.Error(), c.LocalAddr().String()) {
+					out = append(out, err)
+				}
+			}
+		}
+		return out
+	}
+	waitFor(t, eventually, "three strays dropped", func() bool { return len(ours()) == 3 })
 	var timeouts, auth int
-	for _, err := range r.strays() {
+	for _, err := range ours() {
 		switch {
 		case errors.Is(err, ErrAuth):
 			auth++
@@ -462,7 +476,7 @@ func TestTCPListenerSurvivesStrays(t *testing.T) {
 		}
 	}
 	if auth != 1 || timeouts != 2 {
-		t.Fatalf("%d refusals, %d timeouts; want 1 and 2: %v", auth, timeouts, r.strays())
+		t.Fatalf("%d refusals, %d timeouts; want 1 and 2: %v", auth, timeouts, ours())
 	}
 	// The garbage is closed without an answer.
 	garbage.SetReadDeadline(time.Now().Add(time.Second))
