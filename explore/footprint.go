@@ -106,32 +106,7 @@ func (f *Footprint) record(ls *[footprintCap]uint64, n *uint8, loc uint64) {
 
 // Independent reports whether the steps f and g commute: neither writes a
 // location or a table the other reads or writes.
-func (f *Footprint) Independent(g *Footprint) bool {
-	if f.everything || g.everything {
-		return false
-	}
-	if f.tablesRead&g.tablesWrote != 0 || g.tablesRead&f.tablesWrote != 0 {
-		return false
-	}
-	fr, fw, fs := f.reads[:f.nr], f.writes[:f.nw], f.sets[:f.ns]
-	gr, gw, gs := g.reads[:g.nr], g.writes[:g.nw], g.sets[:g.ns]
-	for _, l := range fw {
-		if contains(gr, l) || contains(gw, l) || contains(gs, l) {
-			return false
-		}
-	}
-	for _, l := range fs {
-		if contains(gr, l) || contains(gw, l) {
-			return false
-		}
-	}
-	for _, l := range fr {
-		if contains(gw, l) || contains(gs, l) {
-			return false
-		}
-	}
-	return true
-}
+func (f *Footprint) Independent(g *Footprint) bool { return f.independent(g, 0, false) }
 
 func contains(ls []uint64, l uint64) bool {
 	for _, x := range ls {
@@ -180,13 +155,18 @@ type Reorderer interface {
 // IndependentExcept is Independent with conflicts over the location loc
 // ignored: for a Reorderer that checks that location itself.
 func (f *Footprint) IndependentExcept(g *Footprint, loc uint64) bool {
+	return f.independent(g, loc, true)
+}
+
+// independent is Independent, ignoring conflicts over except when skip.
+func (f *Footprint) independent(g *Footprint, except uint64, skip bool) bool {
 	if f.everything || g.everything {
 		return false
 	}
 	if f.tablesRead&g.tablesWrote != 0 || g.tablesRead&f.tablesWrote != 0 {
 		return false
 	}
-	hit := func(ls []uint64, l uint64) bool { return l != loc && contains(ls, l) }
+	hit := func(ls []uint64, l uint64) bool { return !(skip && l == except) && contains(ls, l) }
 	fr, fw, fs := f.reads[:f.nr], f.writes[:f.nw], f.sets[:f.ns]
 	gr, gw, gs := g.reads[:g.nr], g.writes[:g.nw], g.sets[:g.ns]
 	for _, l := range fw {
