@@ -65,7 +65,7 @@ func (w *world) Commutes(a, b explore.Event, fa, fb *explore.Footprint) bool {
 	if mb.to != to || w.slots[to-1].dead || !fa.IndependentExcept(fb, explore.Location(tableCore, uint64(to))) {
 		return false
 	}
-	c := w.slots[to-1].core // read only: the copies below are what change
+	c := w.slots[to-1].held.core // read only: the copies below are what change
 	key := commuteKey{core: c.StateDigest(), a: ma.digest, b: mb.digest, mutant: activeMutant()}
 	if cmpDigest(key.a, key.b) > 0 {
 		key.a, key.b = key.b, key.a

@@ -175,9 +175,8 @@ func SeededCore(self WorkerID) *core.Core {
 
 // slot is one worker's part of a world.
 type slot struct {
-	core  *core.Core // shared with clones until written (see world.core)
-	owned bool       // core is this world's own, to change at will
-	dead  bool
+	held *heldCore // shared with clones until written (see world.core)
+	dead bool
 	// key caches the core's state digest (zero: not known). A clone shares
 	// the digests of the cores it shares; world.core drops one when its
 	// core may change.
@@ -223,6 +222,9 @@ type world struct {
 	// commutes caches Commutes' answers for a core factory of the caller's
 	// (nil: the production core's, in commuteCache), shared the same way.
 	commutes *map[commuteKey]bool
+	// spare holds the worlds and cores the search is done with, for the
+	// next clones to reuse (explore.Recycler); shared the same way.
+	spare *spares
 	// slotRoom and inflightRoom hold slots and inflight while they fit, so
 	// that a clone is one allocation: the search clones a world for nearly
 	// every step, and a scenario has a few workers and messages.
@@ -241,7 +243,8 @@ const (
 
 func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
 	w := &world{sc: sc, prog: scenario.NewProgram(sc), ids: map[string]WorkerID{}, p: newRunState(), pOwned: true,
-		mon: newMonitor(), monOwned: true, unreduced: unreduced, scratch: new([]byte), fp: new(explore.Footprint)}
+		mon: newMonitor(), monOwned: true, unreduced: unreduced, scratch: new([]byte), fp: new(explore.Footprint),
+		spare: new(spares)}
 	if factory == nil {
 		factory = SeededCore
 	} else {
@@ -251,27 +254,87 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
 	for i, name := range sc.Workers {
 		id := WorkerID(i + 1)
 		w.ids[name] = id
-		w.slots = append(w.slots, slot{core: factory(id), owned: true})
+		w.slots = append(w.slots, slot{held: &heldCore{core: factory(id), refs: 1}})
 	}
 	return w
 }
 
+// heldCore is a core and how many worlds hold it: a world changes a core
+// in place only when it alone holds it (world.core), and the last to let
+// go of one gives it to the spares. A count too high is safe (a core is
+// copied that needed not be), one too low is not: the search recycles
+// each copy it made once (explore.Recycler), and a world no one recycles
+// only keeps its cores from the spares.
+type heldCore struct {
+	core *core.Core
+	refs int
+}
+
+// spares are the worlds and cores a search is done with, for the next
+// clones to reuse. They are at most as many as the search's path is deep:
+// each frame of it recycles one world.
+type spares struct {
+	worlds []*world
+	cores  []*heldCore
+}
+
+// clone is a copy of c, held once, made in a spare core when there is one.
+func (sp *spares) clone(c *core.Core) *heldCore {
+	if sp != nil {
+		if k := len(sp.cores); k > 0 {
+			h := sp.cores[k-1]
+			sp.cores = sp.cores[:k-1]
+			h.core, h.refs = c.CloneInto(h.core), 1
+			return h
+		}
+	}
+	return &heldCore{core: c.Clone(), refs: 1}
+}
+
+// world is a world to overwrite with a clone: a spare, or a new one.
+func (sp *spares) world() *world {
+	if sp != nil {
+		if k := len(sp.worlds); k > 0 {
+			w := sp.worlds[k-1]
+			sp.worlds = sp.worlds[:k-1]
+			return w
+		}
+	}
+	return new(world)
+}
+
+// Recycle gives w, which the search is done with, to the clones to come,
+// with the cores no other world holds (explore.Recycler). The tables in
+// a core may still be shared with other cores, and stay untouched.
+func (w *world) Recycle() {
+	if w.spare == nil {
+		return
+	}
+	for i := range w.slots {
+		h := w.slots[i].held
+		if h.refs--; h.refs == 0 {
+			w.spare.cores = append(w.spare.cores, h)
+		}
+	}
+	w.spare.worlds = append(w.spare.worlds, w)
+}
+
 // Clone returns an independent copy.
 func (w *world) Clone() *world {
-	n := *w
+	n := w.spare.world()
+	*n = *w
 	// Copy on write: a step changes one core or two, so the clone shares
-	// them all and copies each only when it first changes it (core). The
-	// original gives its cores up too, as both now point at them.
+	// them all and copies each only when it first changes it (core).
 	n.slots = inline(n.slotRoom[:], w.slots)
 	for i := range w.slots {
-		w.slots[i].owned, n.slots[i].owned = false, false
+		w.slots[i].held.refs++
 	}
 	n.inflight = inline(n.inflightRoom[:], w.inflight)
 	// The program's state and the monitor are shared the same way.
 	n.pOwned, w.pOwned = false, false
 	n.monOwned, w.monOwned = false, false
 	n.eager = nil // empty between steps; made when a step needs it
-	return &n
+	return n
 }
 
 // inline copies s into room when it fits (room is the clone's own, copied
@@ -289,17 +352,18 @@ func (w *world) name(id WorkerID) string { return w.sc.Workers[id-1] }
 func (w *world) core(id WorkerID) *core.Core {
 	w.write(tableCore, uint64(id))
 	s := &w.slots[id-1]
-	if !s.owned {
-		s.core, s.owned = s.core.Clone(), true
+	if s.held.refs > 1 {
+		s.held.refs--
+		s.held = w.spare.clone(s.held.core)
 	}
 	s.key = digest{}
-	return s.core
+	return s.held.core
 }
 
 // peek is worker id's core, only to read.
 func (w *world) peek(id WorkerID) *core.Core {
 	w.read(tableCore, uint64(id))
-	return w.slots[id-1].core
+	return w.slots[id-1].held.core
 }
 
 func (w *world) fail(inv string, line int, format string, args ...any) {
@@ -584,7 +648,7 @@ func (w *world) Counters(wn string) (scenario.Counters, error) {
 func (w *world) Unclean() string {
 	w.fp.ReadTable(tableCore)
 	for i := range w.slots {
-		cr := w.slots[i].core
+		cr := w.slots[i].held.core
 		if w.slots[i].dead {
 			continue
 		}
@@ -1048,7 +1112,7 @@ func (w *world) CheckEnd() {
 		return
 	}
 	for i := range w.slots {
-		cr := w.slots[i].core
+		cr := w.slots[i].held.core
 		if w.slots[i].dead {
 			continue
 		}
@@ -1073,7 +1137,7 @@ func (w *world) AppendState(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(w.prog.PC()))
 	b = strconv.AppendBool(b, w.returning)
 	for i := range w.slots {
-		c := w.slots[i].core
+		c := w.slots[i].held.core
 		if w.slots[i].dead {
 			b = append(b, 'X')
 			continue

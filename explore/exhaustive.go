@@ -159,6 +159,8 @@ type worker[M Model[M]] struct {
 	// set when it is a Reorderer too.
 	reduce  bool
 	reorder bool
+	// recycle is set when the model is a Recycler.
+	recycle bool
 	// The stacks below hold one frame per state on the path, pushed when
 	// the state is explored and popped after: no allocation per state.
 	// sleep holds each state's sleep set, which grows by the steps taken
@@ -276,7 +278,8 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		top := len(w.sleep)
 		reorder := w.reorder && top > lo && s.memo.size.Load() > int64(s.opt.ReorderAfter)
 		n := m
-		if i < len(take)-1 || reorder {
+		cloned := i < len(take)-1 || reorder
+		if cloned {
 			n = m.Clone() // a Reorderer is asked about m, with what sleeps, after the step
 		}
 		n.Step(choices[pos])
@@ -296,6 +299,9 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 			}
 		}
 		e := w.dfs(n, depth+1, top)
+		if cloned && w.recycle {
+			any(n).(Recycler).Recycle() // its subtree is done: nothing reads n again
+		}
 		w.sleep = w.sleep[:top]
 		if commutes {
 			w.sleep = append(w.sleep, sleeper{ev: events[pos].ev, fp: int32(len(w.footprints) - 1)})
@@ -364,6 +370,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	_, commuter := any(first).(Commuter)
 	reduce := commuter && !opt.NoSleepSets
 	_, reorderer := any(first).(Reorderer)
+	_, recycler := any(first).(Recycler)
 	workers := opt.Workers
 	if workers < 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -377,6 +384,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	for i := range workers {
 		w := &worker[M]{s: s, onPath: map[stateKey]bool{}, reduce: reduce}
 		w.reorder = reorderer && reduce
+		w.recycle = recycler
 		if i > 0 {
 			w.rng = rand.New(rand.NewSource(int64(i)))
 		}

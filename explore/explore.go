@@ -56,6 +56,16 @@ type Model[M any] interface {
 	ChoiceKey(c int) string
 }
 
+// Recycler is implemented by a model whose copies can be reused. The
+// exhaustive search makes a copy for nearly every step it takes, and most
+// lead into states already seen: it calls Recycle on a copy it made once
+// the copy's every successor has been explored, and never touches that
+// copy again, so that the model can make its next copies in the same
+// memory instead of the heap's.
+type Recycler interface {
+	Recycle()
+}
+
 // Violation is a broken invariant or a failed expectation.
 type Violation struct {
 	Invariant string // the model's name for it ("S1", "L2", "mutex", "expect")

@@ -15,15 +15,24 @@ import (
 // Clone returns an independent copy, for explorers that branch. It copies
 // nothing at once: both cores share every table until each writes it (see
 // cow.go). Values and messages are shared: the core never mutates them.
-func (c *Core) Clone() *Core {
+func (c *Core) Clone() *Core { return c.CloneInto(nil) }
+
+// CloneInto is Clone made in d's memory, which it overwrites and returns:
+// an explorer that is done with a copy reuses it for its next instead of
+// allocating one. d must be a core that nothing uses any more; d == c
+// (or nil) gets a new core.
+func (c *Core) CloneInto(d *Core) *Core {
+	if d == c || d == nil {
+		d = new(Core)
+	}
 	c.shared = allTables
-	d := *c
+	*d = *c
 	// The free lists of sent messages and the decoder's storage are the
 	// original's: a clone starts its own, or both would fill one message.
 	d.msgs = nil
 	d.dec = nil
 	d.ready = Ready{}
-	return &d
+	return d
 }
 
 // AppendState appends a canonical encoding of the protocol state (not the
