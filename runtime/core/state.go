@@ -111,12 +111,17 @@ func (c *Core) appendHeader(b []byte) []byte {
 	return u(b, c.epoch)
 }
 
-// appendTable appends the encoding of table t.
 // keysOnStack is how many keys of a table are sorted in an array on the
 // stack: the tables of an explored state hold a few records; a larger one
 // spills onto the heap.
 const keysOnStack = 16
 
+// appendTable appends the encoding of table t. Every field of every record
+// is encoded (TestStateEncodingHasEveryField): the encoding is the core's
+// state key, and two cores that encode alike must answer every input
+// alike, as an explorer replays one's answer for the other. Twenty-two
+// fields were once left out, among them a waiting run's call id, which
+// such a replay showed.
 func (c *Core) appendTable(t table, b []byte) []byte {
 	u := genrt.AppendUvarint
 	switch t {
@@ -128,6 +133,8 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			b = rref.AppendRRefID(b, &id)
 			b = append(b, byte(o.state), byte(o.err))
 			b = genrt.AppendBytes(b, o.value)
+			b = genrt.AppendString(b, o.errCode)
+			b = genrt.AppendString(b, o.errMsg)
 			b = u(b, uint64(o.local))
 			b = u(b, uint64(len(o.forks)))
 			var fids [keysOnStack]ForkID
@@ -158,10 +165,17 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			b = rref.AppendForkID(b, &fid)
 			b = append(b, byte(x.state))
 			b = genrt.AppendBool(b, x.timedOut)
+			b = u(b, uint64(x.owner))
+			b = rref.AppendRRefID(b, &x.rref)
+			b = rref.AppendForkID(b, &x.parent)
+			b = u(b, uint64(x.parentW))
 			b = u(b, uint64(x.handle))
 			b = u(b, uint64(x.pinned))
 			b = u(b, uint64(x.fetching))
 			b = u(b, uint64(len(x.runs)))
+			for _, r := range x.runs { // in the order they wait, which is the order they run in
+				b = appendRun(b, r)
+			}
 		}
 	case tabPins:
 		b = u(b, uint64(len(c.pins)))
@@ -170,6 +184,10 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			p := c.pins[fid]
 			b = rref.AppendForkID(b, &fid)
 			b = append(b, byte(p.state))
+			b = rref.AppendRRefID(b, &p.rref)
+			b = rref.AppendForkID(b, &p.parent)
+			b = u(b, uint64(p.child))
+			b = u(b, uint64(p.owner))
 		}
 	case tabHandles:
 		b = u(b, uint64(len(c.handles)))
@@ -180,6 +198,7 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			b = append(b, byte(x.kind), byte(x.lost))
 			b = rref.AppendRRefID(b, &x.rref)
 			b = rref.AppendForkID(b, &x.fork)
+			b = u(b, uint64(x.owner))
 		}
 	case tabFetches:
 		b = u(b, uint64(len(c.fetches)))
@@ -214,6 +233,7 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 		var ids [keysOnStack]RRefID
 		for _, id := range appendSortedKeys(ids[:0], c.tombs.m, compareRRefs) {
 			b = rref.AppendRRefID(b, &id)
+			b = append(b, byte(c.tombs.m[id].kind))
 		}
 	case tabGoneForks:
 		b = u(b, uint64(len(c.goneForks.m)))
@@ -445,4 +465,22 @@ func (c *Core) Held() []Held {
 		out = append(out, Held{Kind: HeldPin, RRef: p.rref, Owner: p.owner, To: p.child})
 	}
 	return out
+}
+
+// appendRun encodes a run waiting for forks to be confirmed.
+func appendRun(b []byte, r *pendingRun) []byte {
+	u := genrt.AppendUvarint
+	b = u(b, uint64(r.waiting))
+	b = append(b, byte(r.run.Kind))
+	b = u(b, uint64(r.run.From))
+	b = u(b, r.run.CallID)
+	b = rref.AppendRRefID(b, &r.run.RRef)
+	b = genrt.AppendString(b, r.run.Fn)
+	b = genrt.AppendBytes(b, r.run.Args)
+	b = u(b, uint64(len(r.run.Handles)))
+	for _, h := range r.run.Handles {
+		b = u(b, uint64(h))
+	}
+	b = u(b, uint64(r.run.Timeout))
+	return genrt.AppendBool(b, r.run.Cancelled)
 }
