@@ -41,6 +41,12 @@ type Options struct {
 	NoSleepSets bool
 	// reorderAfter is explore.Options.ReorderAfter, for the tests.
 	reorderAfter int
+	// noDeliveryCache makes every delivery run the core (world.deliver),
+	// for the differential tests.
+	noDeliveryCache bool
+	// checkDeliveries runs every delivery taken from the cache afresh as
+	// well and keeps the first difference (world.recheck).
+	checkDeliveries bool
 	// Progress, when set, is told of a long exhaustive search: the states
 	// seen and the time spent, about every ProgressEvery.
 	Progress func(states int, elapsed time.Duration)
@@ -70,6 +76,10 @@ func Explore(sc *Scenario, opt Options) Result {
 	start := func() *world {
 		w := newWorld(sc, opt.Factory, opt.Unreduced)
 		w.fresh = opt.checkClones
+		// A walk follows one schedule: a delivery seldom comes back to a
+		// core state it saw, and remembering costs a copy of the core.
+		w.noDeliveryCache = opt.noDeliveryCache || opt.Mode != "" && opt.Mode != Exhaustive
+		w.checkDeliveries = opt.checkDeliveries
 		return w
 	}
 	return Result{Scenario: sc.Name, Result: explore.Explore(start, opt.explore())}
@@ -77,7 +87,11 @@ func Explore(sc *Scenario, opt Options) Result {
 
 // Replay runs one schedule (choice positions) and reports its trace.
 func Replay(sc *Scenario, schedule []int, factory CoreFactory) Result {
-	start := func() *world { return newWorld(sc, factory, false) }
+	start := func() *world {
+		w := newWorld(sc, factory, false)
+		w.noDeliveryCache = true // one schedule: see Explore
+		return w
+	}
 	return Result{Scenario: sc.Name, Result: explore.Replay(start, schedule)}
 }
 

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"fmt"
@@ -208,6 +209,12 @@ type world struct {
 	// steps.
 	unreduced bool
 	eager     [][2]uint64 // (caller, call id); a handful at most
+	// noDeliveryCache turns world.deliver's cache off (Options, for the
+	// differential test).
+	noDeliveryCache bool
+	// checkDeliveries runs every delivery taken from the cache afresh too,
+	// and notes the first that differs (spares.mismatch), for the tests.
+	checkDeliveries bool
 	// fresh makes AppendState encode everything anew, caches ignored, for
 	// the clone check (Options.checkClones).
 	fresh bool
@@ -276,6 +283,93 @@ type heldCore struct {
 type spares struct {
 	worlds []*world
 	cores  []*heldCore
+	// delivered remembers deliveries (world.deliver), each holding its
+	// resulting core.
+	delivered map[deliveryKey]*delivery
+	hits      int // deliveries taken from it, for the tests
+	// mismatch is the first delivery taken from the cache that differed
+	// from the delivery run afresh (world.checkDeliveries).
+	mismatch string
+}
+
+// deliveryKey is a delivery: the receiving core's digest and the
+// message's (its sender, receiver and bytes).
+type deliveryKey struct{ core, msg digest }
+
+// recheck runs delivery m on a copy of its receiver's core and says how
+// the result differs from d, the cached one ("" when it does not).
+func (w *world) recheck(m inFlight, d *delivery) string {
+	c := w.slots[m.to-1].held.core.Clone()
+	if m.notice {
+		c.PeerFailed(m.from)
+	} else {
+		c.Deliver(m.from, m.msg)
+	}
+	r := c.TakeReady()
+	var fresh, cached []byte
+	for _, e := range r.Messages {
+		fresh = rref.AppendFrame(strconv.AppendUint(fresh, uint64(e.To), 10), e.Msg)
+	}
+	for _, e := range d.ready.Messages {
+		cached = rref.AppendFrame(strconv.AppendUint(cached, uint64(e.To), 10), e.Msg)
+	}
+	fresh = fmt.Appendf(fresh, "%+v %+v %+v %+v %+v %v", r.Runs, r.Fetches, r.Calls, r.Cancels, r.Freed, r.Errors)
+	cached = fmt.Appendf(cached, "%+v %+v %+v %+v %+v %v", d.ready.Runs, d.ready.Fetches, d.ready.Calls, d.ready.Cancels, d.ready.Freed, d.ready.Errors)
+	if c.RecomputeStateDigest() != d.held.core.RecomputeStateDigest() || !bytes.Equal(fresh, cached) {
+		what := "a failure notice"
+		if !m.notice {
+			what = core.FormatMessage(m.msg)
+		}
+		return fmt.Sprintf("delivering %s from %s to %s: afresh the core became\n%s\nand produced %+v;\nthe cache holds\n%s\nand %+v",
+			what, w.name(m.from), w.name(m.to), c.Dump(), r, d.held.core.Dump(), d.ready)
+	}
+	return ""
+}
+
+// delivery is what a delivery made: the receiver's new core, held by the
+// cache, and what the core produced.
+type delivery struct {
+	held  *heldCore
+	ready core.Ready
+}
+
+// deliveriesMax bounds the remembered deliveries: past it they are
+// dropped and remembered afresh. At about 2 KB each, including the tables
+// only they hold, the bound is some 30 MB.
+const deliveriesMax = 1 << 14
+
+// remember keeps what delivery k made: h's core (held from now on by the
+// cache too, so that no world changes it in place) and its outputs r.
+func (sp *spares) remember(k deliveryKey, h *heldCore, r core.Ready) {
+	if len(sp.delivered) >= deliveriesMax {
+		for _, d := range sp.delivered {
+			sp.drop(d.held)
+		}
+		clear(sp.delivered)
+	}
+	if sp.delivered == nil {
+		sp.delivered = map[deliveryKey]*delivery{}
+	}
+	h.refs++
+	sp.delivered[k] = &delivery{held: h, ready: r}
+}
+
+// drop lets go of one hold on h: the last one gives it to the spares.
+func (sp *spares) drop(h *heldCore) {
+	if h.refs--; h.refs == 0 {
+		sp.cores = append(sp.cores, h)
+	}
+}
+
+// hold makes h worker id's core in w.
+func (w *world) hold(id WorkerID, h *heldCore) {
+	s := &w.slots[id-1]
+	if s.held == h {
+		return
+	}
+	w.spare.drop(s.held)
+	h.refs++
+	s.held, s.key = h, digest{}
 }
 
 // clone is a copy of c, held once, made in a spare core when there is one.
@@ -311,10 +405,7 @@ func (w *world) Recycle() {
 		return
 	}
 	for i := range w.slots {
-		h := w.slots[i].held
-		if h.refs--; h.refs == 0 {
-			w.spare.cores = append(w.spare.cores, h)
-		}
+		w.spare.drop(w.slots[i].held)
 	}
 	w.spare.worlds = append(w.spare.worlds, w)
 }
@@ -437,17 +528,52 @@ func (w *world) Step(c int) {
 	if w.slots[m.to-1].dead {
 		return
 	}
+	if rc, ok := m.msg.(*rref.RemoteCall); ok && !m.notice {
+		w.mw().remoteArrived.set(rc.RRef, true)
+		w.set(tableRemoteArrived, rrefKey(rc.RRef))
+	}
+	w.deliver(m)
+	w.drain(m.to)
+}
+
+// deliver hands m to its receiver's core and processes what the core
+// produced. The core is a function of its state and its input, so the
+// result of a delivery is remembered by the core's digest and the
+// message's (deliveries), and a search that delivers the same message to
+// the same core state again, in another state of the rest of the world,
+// takes the remembered core (shared, copied on its next write) and
+// processes the remembered outputs instead.
+func (w *world) deliver(m inFlight) {
+	s := &w.slots[m.to-1]
+	var key deliveryKey
+	cache := w.spare != nil && !w.noDeliveryCache
+	if cache {
+		if s.key == (digest{}) {
+			s.key = digest(s.held.core.StateDigest())
+		}
+		key = deliveryKey{core: s.key, msg: m.digest}
+		if d, ok := w.spare.delivered[key]; ok {
+			if w.checkDeliveries && w.spare.mismatch == "" {
+				w.spare.mismatch = w.recheck(m, d)
+			}
+			w.spare.hits++
+			w.write(tableCore, uint64(m.to)) // as world.core records
+			w.hold(m.to, d.held)
+			w.process(m.to, d.ready)
+			return
+		}
+	}
 	cr := w.core(m.to)
 	if m.notice {
 		cr.PeerFailed(m.from)
 	} else {
-		if rc, ok := m.msg.(*rref.RemoteCall); ok {
-			w.mw().remoteArrived.set(rc.RRef, true)
-			w.set(tableRemoteArrived, rrefKey(rc.RRef))
-		}
 		cr.Deliver(m.from, m.msg)
 	}
-	w.drain(m.to)
+	r := cr.TakeReady()
+	if cache {
+		w.spare.remember(key, s.held, r)
+	}
+	w.process(m.to, r)
 }
 
 func valueBytes(v int64) []byte { return []byte(strconv.FormatInt(v, 10)) }
@@ -733,46 +859,53 @@ func kindName(k rref.ErrorKind) string {
 // drain takes a core's outputs, plays the program's part (running functions,
 // binding handles, recording fetches) and feeds the monitors, until quiet.
 func (w *world) drain(id WorkerID) {
-	cr := w.core(id)
-	for cr.HasReady() {
-		r := cr.TakeReady()
-		for _, err := range r.Errors {
-			w.fail(rref.InvariantS5, 0, "worker %s: %v", w.name(id), err)
+	// The core is written (its outputs are taken), copied only when it has
+	// some: a clone that shares it and has nothing to take copies nothing.
+	w.write(tableCore, uint64(id))
+	for w.slots[id-1].held.core.HasReady() {
+		w.process(id, w.core(id).TakeReady())
+	}
+}
+
+// process acts on what worker id's core produced. r is only read: a
+// cached delivery's outputs are processed again in other worlds.
+func (w *world) process(id WorkerID, r core.Ready) {
+	for _, err := range r.Errors {
+		w.fail(rref.InvariantS5, 0, "worker %s: %v", w.name(id), err)
+	}
+	for _, m := range r.Messages {
+		w.observe(id, m)
+		ret, isRet := m.Msg.(*rref.CallRet)
+		eager := isRet && w.takeEager(m.To, ret.CallID, id)
+		if w.slots[m.To-1].dead {
+			continue
 		}
-		for _, m := range r.Messages {
-			w.observe(id, m)
-			ret, isRet := m.Msg.(*rref.CallRet)
-			eager := isRet && w.takeEager(m.To, ret.CallID, id)
-			if w.slots[m.To-1].dead {
-				continue
-			}
-			if eager {
-				w.core(m.To).Deliver(id, m.Msg)
-				w.drain(m.To)
-				continue
-			}
-			w.push(inFlight{from: id, to: m.To, msg: m.Msg})
+		if eager {
+			w.core(m.To).Deliver(id, m.Msg)
+			w.drain(m.To)
+			continue
 		}
-		for _, fr := range r.Freed {
-			w.checkFreed(id, fr.RRef)
+		w.push(inFlight{from: id, to: m.To, msg: m.Msg})
+	}
+	for _, fr := range r.Freed {
+		w.checkFreed(id, fr.RRef)
+	}
+	for _, run := range r.Runs {
+		w.run(id, run)
+	}
+	for _, fr := range r.Fetches {
+		w.fetched(id, fr)
+	}
+	for _, cres := range r.Calls {
+		y, ok := w.p.returns.m[[2]uint64{uint64(id), cres.CallID}]
+		if !ok {
+			w.read(tableReturns, pairKey([2]uint64{uint64(id), cres.CallID}))
+			continue
 		}
-		for _, run := range r.Runs {
-			w.run(id, run)
-		}
-		for _, fr := range r.Fetches {
-			w.fetched(id, fr)
-		}
-		for _, cres := range r.Calls {
-			y, ok := w.p.returns.m[[2]uint64{uint64(id), cres.CallID}]
-			if !ok {
-				w.read(tableReturns, pairKey([2]uint64{uint64(id), cres.CallID}))
-				continue
-			}
-			w.pw().returns.del([2]uint64{uint64(id), cres.CallID})
-			w.write(tableReturns, pairKey([2]uint64{uint64(id), cres.CallID}))
-			if len(cres.Handles) == 1 {
-				w.bindTravelled(handleKey{id, y}, cres.Handles[0])
-			}
+		w.pw().returns.del([2]uint64{uint64(id), cres.CallID})
+		w.write(tableReturns, pairKey([2]uint64{uint64(id), cres.CallID}))
+		if len(cres.Handles) == 1 {
+			w.bindTravelled(handleKey{id, y}, cres.Handles[0])
 		}
 	}
 }
