@@ -11,7 +11,7 @@ import (
 var heaviest = []string{"crashed_parent_cut_child_passes.rref", "crashed_middle_cut_chain.rref", "multi_layer_nesting.rref"}
 
 // BenchmarkExploreHeaviest explores the heaviest scenarios on one worker
-// and reports distinct states per second.
+// and reports distinct states per second, reduced and unreduced.
 func BenchmarkExploreHeaviest(b *testing.B) {
 	scs, err := Corpus()
 	if err != nil {
@@ -26,20 +26,26 @@ func BenchmarkExploreHeaviest(b *testing.B) {
 		if sc == nil {
 			b.Fatalf("no scenario %s", name)
 		}
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			states := 0
-			var spent time.Duration
-			for b.Loop() {
-				r := Explore(sc, Options{Workers: 1})
-				if !r.Passed() || r.Truncated != "" {
-					b.Fatal(r.Violation, r.Truncated)
-				}
-				states += r.States
-				spent += r.Duration
+		for _, unreduced := range []bool{false, true} {
+			label := name
+			if unreduced {
+				label += "/unreduced" // the yardstick: every order, no sleep sets
 			}
-			b.ReportMetric(float64(states)/spent.Seconds(), "states/s")
-		})
+			b.Run(label, func(b *testing.B) {
+				b.ReportAllocs()
+				states := 0
+				var spent time.Duration
+				for b.Loop() {
+					r := Explore(sc, Options{Workers: 1, Unreduced: unreduced})
+					if !r.Passed() || r.Truncated != "" {
+						b.Fatal(r.Violation, r.Truncated)
+					}
+					states += r.States
+					spent += r.Duration
+				}
+				b.ReportMetric(float64(states)/spent.Seconds(), "states/s")
+			})
+		}
 	}
 }
 
