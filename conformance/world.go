@@ -330,6 +330,7 @@ func (w *world) recheck(m inFlight, d *delivery) string {
 // cache, and what the core produced.
 type delivery struct {
 	held  *heldCore
+	key   digest // the digest of held's core, which no one changes
 	ready core.Ready
 }
 
@@ -351,7 +352,7 @@ func (sp *spares) remember(k deliveryKey, h *heldCore, r core.Ready) {
 		sp.delivered = map[deliveryKey]*delivery{}
 	}
 	h.refs++
-	sp.delivered[k] = &delivery{held: h, ready: r}
+	sp.delivered[k] = &delivery{held: h, key: digest(h.core.StateDigest()), ready: r}
 }
 
 // drop lets go of one hold on h: the last one gives it to the spares.
@@ -361,15 +362,15 @@ func (sp *spares) drop(h *heldCore) {
 	}
 }
 
-// hold makes h worker id's core in w.
-func (w *world) hold(id WorkerID, h *heldCore) {
+// hold makes d's core worker id's core in w.
+func (w *world) hold(id WorkerID, d *delivery) {
 	s := &w.slots[id-1]
-	if s.held == h {
-		return
+	if s.held != d.held {
+		w.spare.drop(s.held)
+		d.held.refs++
+		s.held = d.held
 	}
-	w.spare.drop(s.held)
-	h.refs++
-	s.held, s.key = h, digest{}
+	s.key = d.key
 }
 
 // clone is a copy of c, held once, made in a spare core when there is one.
@@ -558,7 +559,7 @@ func (w *world) deliver(m inFlight) {
 			}
 			w.spare.hits++
 			w.write(tableCore, uint64(m.to)) // as world.core records
-			w.hold(m.to, d.held)
+			w.hold(m.to, d)
 			w.process(m.to, d.ready)
 			return
 		}
