@@ -15,8 +15,9 @@ import (
 )
 
 // fabricTransports is the fifo/fabric row, in a build with the libfabric
-// provider (-tags rreffabric): both ends in this process, over the
-// provider RREF_FABRIC_PROVIDER names, or fifo's default choice.
+// provider (-tags rreffabric): its second end in another process, as
+// fi_pingpong's, over the provider RREF_FABRIC_PROVIDER names, or fifo's
+// default choice.
 func fabricTransports(cfg fifo.Config) []Transport {
 	provs, err := fifo.FabricProviders()
 	if err != nil || len(provs) == 0 {
@@ -27,33 +28,7 @@ func fabricTransports(cfg fifo.Config) []Transport {
 	if prov != "" {
 		name += " " + prov
 	}
-	return []Transport{{Name: name, Pair: func() (end, end, error) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, nil, err
-		}
-		defer ln.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var a *fifo.Conn
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			a, err = fifo.AcceptFabric(ctx, ln, benchSecret, cfg, fifo.WithProvider(prov))
-		}()
-		b, derr := fifo.DialFabric(ctx, ln.Addr().String(), benchSecret, cfg, fifo.WithProvider(prov))
-		<-done
-		if err != nil || derr != nil {
-			if a != nil {
-				a.Close()
-			}
-			if b != nil {
-				b.Close()
-			}
-			return nil, nil, fmt.Errorf("%v %v", err, derr)
-		}
-		return a, b, nil
-	}}}
+	return []Transport{{Name: name, Proc: procFabric(cfg, prov)}}
 }
 
 // fiPingpong is libfabric's own ping-pong (libfabric-bin), the fabric row's

@@ -3,8 +3,11 @@
 package bench
 
 import (
+	"bytes"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestFiPingpongRow runs libfabric's fi_pingpong, when libfabric-bin is
@@ -28,5 +31,37 @@ func TestFiPingpongRow(t *testing.T) {
 	}
 	if r.Bandwidth[1<<20] <= 0 {
 		t.Errorf("%s: no bandwidth at 1 MiB", r.Transport)
+	}
+}
+
+// TestFabricRowInAnotherProcess: the fifo/fabric row runs its second end
+// in a peer process, as fi_pingpong does, and measures there every size,
+// the rendezvous sizes included, and its latency's tail.
+func TestFabricRowInAnotherProcess(t *testing.T) {
+	ts := fabricTransports(benchConfig(false))
+	if len(ts) != 1 || ts[0].Proc == nil || ts[0].Pair != nil {
+		t.Fatalf("the fabric row is not a two-process one: %+v", ts)
+	}
+	for _, size := range []int{56, 64 << 10, 1 << 20} {
+		if lat, err := PingPong(ts[0], size, 5*time.Millisecond); err != nil || lat <= 0 {
+			t.Fatalf("%d B: %v %v", size, lat, err)
+		}
+	}
+	if mps, bps, err := Stream(ts[0], 1<<20, 5*time.Millisecond); err != nil || mps <= 0 || bps <= 0 {
+		t.Fatalf("stream: %v %v %v", mps, bps, err)
+	}
+	p50, p99, err := LatencyPercentiles(ts[0], 56, 20*time.Millisecond)
+	if err != nil || p50 <= 0 || p99 < p50 {
+		t.Fatalf("percentiles: %v %v %v", p50, p99, err)
+	}
+	rows := []Row{{Transport: ts[0].Name, LatencyNs: map[int]float64{56: float64(p50)}}}
+	fabricTail(rows, 5*time.Millisecond, func(string) {})
+	if rows[0].Ratios[fabricP99] < 1 || rows[0].LatencyP99Ns[56] <= 0 {
+		t.Fatalf("the row's tail: %+v", rows[0])
+	}
+	var text bytes.Buffer
+	Write(&text, rows, "text")
+	if !strings.Contains(text.String(), "99th percentile") {
+		t.Errorf("the table does not print the tail:\n%s", text.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,13 +243,19 @@ func Stream(t Transport, size int, d time.Duration) (float64, float64, error) {
 }
 
 func (r *rig) pingPong(size int, d time.Duration) (time.Duration, error) {
+	return r.pingPongTimed(size, d, nil)
+}
+
+// pingPongTimed is pingPong, appending each round trip's one-way latency
+// to *samples when samples is not nil.
+func (r *rig) pingPongTimed(size int, d time.Duration, samples *[]time.Duration) (time.Duration, error) {
 	ctx := context.Background()
 	if r.proc != nil {
 		a := r.proc
 		if err := a.Send(ctx, []byte{cmdEcho}); err != nil {
 			return 0, err
 		}
-		lat, err := pingPongFrom(a, size, d)
+		lat, err := pingPongFrom(a, size, d, samples)
 		if err == nil {
 			_, err = a.Recv(ctx, nil) // the stop, echoed: the peer waits for a command again
 		}
@@ -274,7 +281,7 @@ func (r *rig) pingPong(size int, d time.Duration) (time.Duration, error) {
 			}
 		}
 	}()
-	lat, err := pingPongFrom(a, size, d)
+	lat, err := pingPongFrom(a, size, d, samples)
 	if err == nil {
 		<-done // stopped by the empty message; on an error, closing the ends stops it
 	}
@@ -283,23 +290,29 @@ func (r *rig) pingPong(size int, d time.Duration) (time.Duration, error) {
 
 // pingPongFrom bounces size-byte messages off an echo at a's other end for
 // about d, then sends the echo an empty message, which stops it.
-func pingPongFrom(a end, size int, d time.Duration) (time.Duration, error) {
+func pingPongFrom(a end, size int, d time.Duration, samples *[]time.Duration) (time.Duration, error) {
 	ctx := context.Background()
 	msg := make([]byte, max(size, 1))
 	var buf []byte
 	var err error
 	rounds := 0
 	warm := 20
-	var start time.Time
+	var start, sent time.Time
 	for {
 		if rounds == warm {
 			start = time.Now()
+		}
+		if samples != nil {
+			sent = time.Now()
 		}
 		if err = a.Send(ctx, msg); err != nil {
 			return 0, err
 		}
 		if buf, err = a.Recv(ctx, buf); err != nil {
 			return 0, err
+		}
+		if samples != nil && rounds >= warm && len(*samples) < maxSamples {
+			*samples = append(*samples, time.Since(sent)/2)
 		}
 		rounds++
 		if rounds > warm && rounds%16 == 0 && time.Since(start) > d {
@@ -311,6 +324,29 @@ func pingPongFrom(a end, size int, d time.Duration) (time.Duration, error) {
 		return 0, err
 	}
 	return elapsed / time.Duration(2*(rounds-warm)), nil
+}
+
+// maxSamples bounds the round trips a percentile measurement keeps (8 MB).
+const maxSamples = 1 << 20
+
+// LatencyPercentiles bounces size-byte messages for about d and returns
+// the median and the 99th percentile of the one-way latency, each round
+// trip timed and halved: a transport's tail, which a mean hides.
+func LatencyPercentiles(t Transport, size int, d time.Duration) (p50, p99 time.Duration, err error) {
+	r, err := t.open()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.close()
+	samples := make([]time.Duration, 0, 4096)
+	if _, err := r.pingPongTimed(size, d, &samples); err != nil {
+		return 0, 0, err
+	}
+	if len(samples) == 0 {
+		return 0, 0, fmt.Errorf("bench: %s: no round trip in %v", t.Name, d)
+	}
+	slices.Sort(samples)
+	return samples[len(samples)/2], samples[len(samples)*99/100], nil
 }
 
 func (r *rig) stream(size int, d time.Duration) (float64, float64, error) {

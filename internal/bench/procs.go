@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -25,7 +26,7 @@ import (
 // it dies with the parent.
 const (
 	floorEnv = "RREF_BENCH_FLOOR_PEER" // a shared file's path
-	fifoEnv  = "RREF_BENCH_FIFO_PEER"  // "name" or "name,exclusive"
+	fifoEnv  = "RREF_BENCH_FIFO_PEER"  // "name" or "name,exclusive" (shm), "fabric,addr,provider"
 )
 
 // child is a running peer process.
@@ -304,6 +305,32 @@ func procPair(cfg fifo.Config) func() (*procEnd, error) {
 	}
 }
 
+// procFabric starts a peer process that dials this one over libfabric
+// (provider prov, "" for fifo's choice), bootstrapped over a tcp listener
+// of this process, as the fabric provider is used between processes (and
+// as fi_pingpong, its yardstick, runs).
+func procFabric(cfg fifo.Config, prov string) func() (*procEnd, error) {
+	return func() (*procEnd, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		peer, err := startChild(fifoEnv + "=fabric," + ln.Addr().String() + "," + prov)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := fifo.AcceptFabric(ctx, ln, benchSecret, cfg, fifo.WithProvider(prov))
+		if err != nil {
+			peer.stop()
+			return nil, err
+		}
+		return &procEnd{Conn: c, peer: peer}, nil
+	}
+}
+
 func (p *procEnd) Close() error {
 	err := p.Conn.Close()
 	if werr := p.peer.stop(); err == nil && werr != nil {
@@ -323,7 +350,14 @@ func benchConfig(exclusive bool) fifo.Config {
 func serveFIFO(spec string) {
 	name, mode, _ := strings.Cut(spec, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	c, err := fifo.DialSHM(ctx, name, benchSecret, benchConfig(mode == "exclusive"))
+	var c *fifo.Conn
+	var err error
+	if name == "fabric" {
+		addr, prov, _ := strings.Cut(mode, ",")
+		c, err = fifo.DialFabric(ctx, addr, benchSecret, benchConfig(false), fifo.WithProvider(prov))
+	} else {
+		c, err = fifo.DialSHM(ctx, name, benchSecret, benchConfig(mode == "exclusive"))
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench fifo peer:", err)
