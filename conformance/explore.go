@@ -47,6 +47,9 @@ type Options struct {
 	// checkDeliveries runs every delivery taken from the cache afresh as
 	// well and keeps the first difference (world.recheck).
 	checkDeliveries bool
+	// plain explores without recycling copies and without the cache of
+	// deliveries: the baseline of the differential tests.
+	plain bool
 	// Progress, when set, is told of a long exhaustive search: the states
 	// seen and the time spent, about every ProgressEvery.
 	Progress func(states int, elapsed time.Duration)
@@ -80,6 +83,9 @@ func Explore(sc *Scenario, opt Options) Result {
 		// core state it saw, and remembering costs a copy of the core.
 		w.noDeliveryCache = opt.noDeliveryCache || opt.Mode != "" && opt.Mode != Exhaustive
 		w.checkDeliveries = opt.checkDeliveries
+		if opt.plain {
+			w.spare = nil // nothing recycled, nothing cached (world.Recycle, world.deliver)
+		}
 		return w
 	}
 	return Result{Scenario: sc.Name, Result: explore.Explore(start, opt.explore())}

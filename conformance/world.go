@@ -512,6 +512,21 @@ func (w *world) ChoiceKey(c int) string {
 
 // Step applies choice c.
 func (w *world) Step(c int) {
+	w.step(c)
+	for i := range w.slots {
+		if w.slots[i].held.core.Forgotten() > 0 {
+			w.fail(InvariantStateKey, 0, "worker %s's bounded memory (freed values, deleted forks or early cancels) is full and forgot an entry: "+
+				"the state key leaves out the order it forgets in, so merged states could differ from here on; explore a smaller scenario", w.sc.Workers[i])
+		}
+	}
+}
+
+// InvariantStateKey is the violation a search reports when a core's state
+// key no longer tells its states apart (core.Core.Forgotten): not a
+// protocol bug, but the end of what the search can prove.
+const InvariantStateKey = "state-key"
+
+func (w *world) step(c int) {
 	w.fp.Reset()
 	if c < 0 {
 		// What made the command ready is read by it too: a step that

@@ -7,6 +7,11 @@ type bounded[K comparable, V any] struct {
 	ring  []K
 	next  int
 	limit int
+	// forgot counts the entries forgotten to make room. Which goes first
+	// depends on the order entries came in, which the state encoding
+	// leaves out (it would multiply an explorer's states by the orders):
+	// see Core.Forgotten.
+	forgot int
 }
 
 func newBounded[K comparable, V any](limit int) bounded[K, V] {
@@ -22,6 +27,7 @@ func (b *bounded[K, V]) add(k K, v V) {
 		b.ring = append(b.ring, k)
 	} else {
 		delete(b.m, b.ring[b.next])
+		b.forgot++
 		b.ring[b.next] = k
 		b.next = (b.next + 1) % b.limit
 	}

@@ -13,8 +13,7 @@ import (
 // derivedFields are record fields the state encoding leaves out on
 // purpose, each with the reason it may.
 var derivedFields = map[string]string{
-	"owners.known": "the count of forks in state known, which are encoded",
-	"users.fork":   "the key the record is stored under, which is encoded",
+	"users.fork": "the key the record is stored under, which is encoded",
 }
 
 // fullCore is a core with one record in every table, every field of every
