@@ -157,3 +157,20 @@ func TestSystemNamesMatchWhatTheyMake(t *testing.T) {
 		s.close()
 	}
 }
+
+// TestRemoteTargetReadsEveryTransport: the Remote + ToHere target holds on
+// each transport, so the worst of them is printed, mem's included (it was
+// once left out, where the ratio was highest).
+func TestRemoteTargetReadsEveryTransport(t *testing.T) {
+	rows := []RPCRow{
+		{System: "rrefkit (shm, 2 procs)", RoundTripNs: 10, RemoteToHereNs: 15},
+		{System: "rrefkit (tcp)", RoundTripNs: 10, RemoteToHereNs: 18},
+		{System: "rrefkit (mem)", RoundTripNs: 10, RemoteToHereNs: 25},
+	}
+	addRatios(rows)
+	var out bytes.Buffer
+	writeTargets(&out, rows)
+	if !strings.Contains(out.String(), "Remote + ToHere / Call round trip (worst transport)                2.50  (target <= 2: NOT met)") {
+		t.Fatalf("the Remote + ToHere target does not read mem's row:\n%s", out.String())
+	}
+}
