@@ -296,15 +296,21 @@ type spares struct {
 // message's (its sender, receiver and bytes).
 type deliveryKey struct{ core, msg digest }
 
-// recheck runs delivery m on a copy of its receiver's core and says how
-// the result differs from d, the cached one ("" when it does not).
-func (w *world) recheck(m inFlight, d *delivery) string {
-	c := w.slots[m.to-1].held.core.Clone()
+// handTo gives m to c, its receiver's core: a message, or the notice of
+// its sender's death.
+func (m inFlight) handTo(c *core.Core) {
 	if m.notice {
 		c.PeerFailed(m.from)
 	} else {
 		c.Deliver(m.from, m.msg)
 	}
+}
+
+// recheck runs delivery m on a copy of its receiver's core and says how
+// the result differs from d, the cached one ("" when it does not).
+func (w *world) recheck(m inFlight, d *delivery) string {
+	c := w.slots[m.to-1].held.core.Clone()
+	m.handTo(c)
 	r := c.TakeReady()
 	var fresh, cached []byte
 	for _, e := range r.Messages {
@@ -580,11 +586,7 @@ func (w *world) deliver(m inFlight) {
 		}
 	}
 	cr := w.core(m.to)
-	if m.notice {
-		cr.PeerFailed(m.from)
-	} else {
-		cr.Deliver(m.from, m.msg)
-	}
+	m.handTo(cr)
 	r := cr.TakeReady()
 	if cache {
 		w.spare.remember(key, s.held, r)
