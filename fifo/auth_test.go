@@ -259,6 +259,38 @@ func TestTCPListenerRefusesWrongSecretAndGeometry(t *testing.T) {
 	connectThrough(t, l, time.Second)
 }
 
+// TestRefusedCountsAfterTheReport: a test that waits for Refused to reach
+// n and then reads its hook's reports must find all n of them. The hook is
+// held inside its first report; the count must not move until it returns.
+func TestRefusedCountsAfterTheReport(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	let := func() { releaseOnce.Do(func() { close(release) }) }
+	var r refusals
+	l := listen(t, Config{}, WithRefused(func(err error) {
+		r.hook(err)
+		close(entered)
+		<-release
+	}))
+	defer l.Close()
+	defer let() // runs first: Close waits for the hook
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := DialTCP(ctx, l.Addr().String(), []byte("wrong"), Config{}); !errors.Is(err, ErrAuth) {
+		t.Fatalf("dial with a wrong secret: %v", err)
+	}
+	<-entered
+	time.Sleep(10 * time.Millisecond) // room for a count that comes too early
+	if n := l.Refused(); n != 0 {
+		t.Fatalf("Refused is %d while its report is still being made", n)
+	}
+	let()
+	waitFor(t, eventually, "the refusal counted", func() bool { return l.Refused() == 1 })
+	if errs := r.all(); len(errs) != 1 {
+		t.Fatalf("reports: %v", errs)
+	}
+}
+
 // TestTCPReplayedHandshakeRefused records a member's whole handshake as it
 // crosses the wire and replays it from a client without the secret; it
 // also reflects the listener's own proof back. Both are refused, and the

@@ -130,11 +130,13 @@ func newAcceptor(ln net.Listener, owned bool, o tcpOptions, shake func(context.C
 	return a
 }
 
+// refuse reports before it counts, so whoever sees Refused reach n has
+// also seen the first n reports reach the WithRefused hook.
 func (a *acceptor) refuse(err error) {
-	a.refused.Add(1)
 	if a.onRef != nil {
 		a.onRef(err)
 	}
+	a.refused.Add(1)
 }
 
 // Accept errors worth waiting out (as net/http does): out of descriptors
@@ -413,7 +415,8 @@ func newTCPConn(nc, raw net.Conn, cfg Config, res *resumer) *Conn {
 	return newTCPLinkOn(&wire{nc: nc, raw: raw}, cfg, res)
 }
 
-// Refused counts the connections dropped so far.
+// Refused counts the connections dropped so far, each counted after its
+// WithRefused report has returned.
 func (l *TCPListener) Refused() uint64 { return l.a.refused.Load() }
 
 // Addr is the listener's address.
