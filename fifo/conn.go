@@ -585,13 +585,31 @@ func (c *Conn) Recv(ctx context.Context, dst []byte) ([]byte, error) {
 			return dst, nil
 		}
 	}
-	out := dst[:0]
-	_, err := c.recv(ctx, func(p []byte) error {
-		out = append(out, p...)
-		return nil
-	}, true)
+	into := appenders.Get().(*appender)
+	into.out = dst[:0]
+	_, err := c.recv(ctx, into.put, true)
+	out := into.out
+	into.out = nil
+	appenders.Put(into)
 	return out, err
 }
+
+// appender collects a received message for Recv. A closure over Recv's
+// result escaped to the heap on every receive that had to wait; pooled
+// appenders, their method value made once, cost none.
+type appender struct {
+	out []byte
+	put func(p []byte) error // out = append(out, p...), bound once
+}
+
+var appenders = sync.Pool{New: func() any {
+	a := &appender{}
+	a.put = func(p []byte) error {
+		a.out = append(a.out, p...)
+		return nil
+	}
+	return a
+}}
 
 // RecvFunc receives the next message and hands it to fn in place, in the
 // ring or the rendezvous area, with no copy. p is valid only until fn

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,12 +66,13 @@ type tcpLink struct {
 	// receiver waiting for a message, a sender waiting for credits or a
 	// rendezvous slot) takes the reader role and applies frames until its
 	// condition holds, so a message reaches its receiver with no hand-off.
-	rsem    chan struct{}                 // the reader role
-	waiters atomic.Int32                  // callers waiting for someone else's progress
-	prog    atomic.Pointer[chan struct{}] // closed at each progress while someone waits
-	br      *bufio.Reader
-	nextPos uint64
-	nextSeq uint32
+	rsem     chan struct{}                 // the reader role
+	waiters  atomic.Int32                  // callers waiting for someone else's progress
+	prog     atomic.Pointer[chan struct{}] // closed at each progress while someone waits
+	ctxWatch *ctxWatch                     // the reader's context, watched (the reader role's)
+	br       *bufio.Reader
+	nextPos  uint64
+	nextSeq  uint32
 
 	slots    chan struct{} // rendezvous transfers this end may have outstanding
 	bmu      sync.Mutex
@@ -269,12 +271,7 @@ func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
 	}
 	w := l.w.Load() // stable while this goroutine holds the reader role
 	armed := false
-	var stop func() bool
 	defer func() {
-		if stop != nil && !stop() {
-			// The cancellation fired: wait for its deadline write, then clear it.
-			w.nc.SetReadDeadline(time.Time{})
-		}
 		if armed {
 			w.nc.SetReadDeadline(time.Time{})
 		}
@@ -289,12 +286,13 @@ func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
 		if cond() {
 			return nil
 		}
-		if !armed && stop == nil && ctx.Done() != nil {
+		if !armed && ctx.Done() != nil {
 			if dl, ok := ctx.Deadline(); ok {
+				l.dropWatch(w)
 				w.nc.SetReadDeadline(dl)
 				armed = true
-			} else {
-				stop = context.AfterFunc(ctx, func() { w.nc.SetReadDeadline(time.Unix(1, 0)) })
+			} else if err := l.watchCtx(ctx, w); err != nil {
+				return err
 			}
 		}
 		err := l.readFrame()
@@ -311,6 +309,73 @@ func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
 		}
 		return l.readFailed(w, err)
 	}
+}
+
+// ctxWatch ends a blocked socket read when the reader's context ends,
+// by moving the read deadline into the past. A reader's context is nearly
+// always the one it had last time (a worker receives with its own for its
+// whole life), so a watch is made once per context and kept between reads:
+// a context.AfterFunc per read cost three allocations, and every call two
+// reads. Only the reader role's holder touches the link's watch.
+type ctxWatch struct {
+	ctx   context.Context
+	stop  func() bool
+	fired chan struct{} // closed once the deadline is set, on firedOn
+	// firedOn is the connection the deadline went to (the link's then),
+	// written before fired is closed.
+	firedOn *wire
+}
+
+// watchCtx makes sure a watch for ctx (which can end and has no deadline)
+// is in place before a read from w blocks, and returns ctx's error if it
+// has already ended.
+func (l *tcpLink) watchCtx(ctx context.Context, w *wire) error {
+	if l.ctxWatch != nil && sameContext(l.ctxWatch.ctx, ctx) {
+		select {
+		case <-l.ctxWatch.fired:
+			return ctx.Err() // the deadline stays: this reader stops too
+		default:
+			return nil
+		}
+	}
+	l.dropWatch(w)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cw := &ctxWatch{ctx: ctx, fired: make(chan struct{})}
+	cw.stop = context.AfterFunc(ctx, func() {
+		cw.firedOn = l.w.Load()
+		cw.firedOn.nc.SetReadDeadline(time.Unix(1, 0))
+		close(cw.fired)
+	})
+	l.ctxWatch = cw
+	return nil
+}
+
+// dropWatch removes the link's watch, if any, before a read from w that
+// another context governs: a watch that fired has its past deadline
+// cleared, so that it cannot end a read it does not govern.
+func (l *tcpLink) dropWatch(w *wire) {
+	cw := l.ctxWatch
+	if cw == nil {
+		return
+	}
+	l.ctxWatch = nil
+	if cw.stop() {
+		return
+	}
+	<-cw.fired // the callback runs on its own goroutine: wait for its write
+	cw.firedOn.nc.SetReadDeadline(time.Time{})
+	if w != nil {
+		w.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// sameContext compares contexts as the watch needs, without the panic ==
+// gives two values of one incomparable type.
+func sameContext(a, b context.Context) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 // errResuming tells a reader that its connection broke and a resume is
@@ -690,6 +755,7 @@ func (l *tcpLink) shutdown() {
 func (l *tcpLink) release(*Conn) error { // the image ring is Go memory
 	l.shutdown()
 	l.rsem <- struct{}{} // wait for a reader in progress to leave
+	l.dropWatch(nil)     // its context no longer keeps the link reachable
 	if l.res != nil {
 		l.res.bg.Wait() // and for a resume in progress
 	}

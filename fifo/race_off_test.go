@@ -1,0 +1,5 @@
+//go:build !race
+
+package fifo
+
+const raceEnabled = false
