@@ -369,7 +369,7 @@ func (w *Worker) defaultDue(hasDeadline bool) time.Time {
 type pendingCall struct {
 	id   uint64
 	to   core.WorkerID
-	ch   chan core.CallResult
+	ch   chan callDone
 	poll *fifo.Conn // the caller reads its reply from here itself
 }
 
@@ -508,6 +508,9 @@ func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingC
 	if frame != nil {
 		defer putWireBuf(frame, nil, false) // after the result is decoded
 	}
+	if res.frame != nil {
+		defer putWireBuf(res.frame, nil, false) // the same, read by the receiving goroutine
+	}
 	if err != nil {
 		// The callee's function stops too (its context is cancelled); an
 		// answer that came meanwhile, or comes later, is released.
@@ -515,7 +518,7 @@ func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingC
 		w.releaseAll(res.Handles)
 		return zero, err
 	}
-	if err := w.callError(res, fn, pc.to, callerTypes[A, R]); err != nil {
+	if err := w.callError(res.CallResult, fn, pc.to, callerTypes[A, R]); err != nil {
 		w.releaseAll(res.Handles)
 		if res.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
 			err = fmt.Errorf("%w (%w)", ErrClosed, err)

@@ -10,6 +10,14 @@ import (
 // waiting tracks the calls (or fetches) awaiting their result: the channel
 // each result goes to, and a default deadline for those whose context had
 // none. The worker's lock guards it.
+// callDone is a call's result as handed to its caller. frame, when not
+// nil, is the pooled buffer the result's bytes lie in, which the caller
+// gives back (putWireBuf) once it has decoded them.
+type callDone struct {
+	core.CallResult
+	frame *[]byte
+}
+
 type waiting[T any] struct {
 	ch  map[uint64]chan T
 	due map[uint64]time.Time
@@ -71,6 +79,6 @@ func (c *chanPool[T]) get() chan T {
 func (c *chanPool[T]) put(ch chan T) { c.p.Put(ch) }
 
 var (
-	callChans  chanPool[core.CallResult]
+	callChans  chanPool[callDone]
 	fetchChans chanPool[core.FetchResult]
 )

@@ -102,9 +102,20 @@ func (r *receiver) loop() {
 	}()
 	rd := w.readies.Get().(*core.Ready)
 	defer w.readies.Put(rd)
-	var spare []byte // a frame no one refers to any more, for the next one
+	// Frames are received into pooled buffers: one no one refers to any
+	// more takes the next frame, and one that carries a call's result
+	// alone goes to its caller, who gives it back (effectsOf).
+	var buf *[]byte
+	defer func() {
+		if buf != nil {
+			putWireBuf(buf, nil, false)
+		}
+	}()
 	for {
-		frame, err := r.conn.Recv(w.ctx, spare[:0])
+		if buf == nil {
+			buf = getWireBuf()
+		}
+		frame, err := r.conn.Recv(w.ctx, (*buf)[:0])
 		if err != nil {
 			if !w.closed.Load() {
 				w.peerFailed(r.from, err)
@@ -119,8 +130,14 @@ func (r *receiver) loop() {
 		// Results and values handed to other goroutines, and functions run
 		// elsewhere, keep slices of the frame; a function run inline has
 		// decoded its argument (a copy) and returned once runInline does.
-		reuse := len(rest.Calls) == 0 && len(rest.Fetches) == 0 && cap(frame) <= maxPooledFrame
-		handedOff := w.effects(rest)
+		reuse := len(rest.Calls) == 0 && len(rest.Fetches) == 0
+		var toCaller *[]byte
+		if inBuffer(frame, *buf) && len(inline) == 0 {
+			toCaller = buf
+		} else if reuse && cap(frame) <= maxPooledFrame {
+			*buf = frame[:0] // a frame grown past the buffer: keep the larger array
+		}
+		handedOff := w.effectsOf(rest, toCaller)
 		for i, run := range inline {
 			if i > 0 || r.replaced.Load() {
 				w.spawn(run)
@@ -131,9 +148,8 @@ func (r *receiver) loop() {
 				return // closed while the function ran
 			}
 		}
-		spare = nil
-		if reuse {
-			spare = frame
+		if !reuse {
+			buf = nil // the frame's bytes went on: to the caller, or to the collector
 		}
 		if protocol {
 			w.bar.taken[r.from-1].Add(1)

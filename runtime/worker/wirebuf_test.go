@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -110,38 +109,5 @@ func TestRemoteValueOutlivesLaterCalls(t *testing.T) {
 	}
 	if got, err := r.ToHere(ctx); err != nil || got != "hello!" {
 		t.Fatalf("the Remote's value reads %q, %v after later calls; made as %q", got, err, "hello!")
-	}
-}
-
-// TestPlainCallAllocatesNothing: in steady state a Call with no RRef
-// argument allocates nothing on either side, as the core does not (its
-// steady-state test): buffers are reused, the function's name interned,
-// contexts made 32 at a time. Averaged over many calls, below one.
-func TestPlainCallAllocatesNothing(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("counts allocations")
-	}
-	if runtime.GOMAXPROCS(0) < 2 {
-		// With one processor the caller does not poll for its reply; the
-		// receiving goroutine hands it over in a frame of its own.
-		t.Skip("the caller polls for its reply only with two processors or more")
-	}
-	ws, err := worker.NewGroup([]string{"a", "b"}, worker.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer worker.ShutdownGroup(context.Background(), ws)
-	worker.Register(ws[1], "twice", func(_ context.Context, v int64) (int64, error) { return 2 * v, nil })
-	ctx := context.Background()
-	call := func() {
-		if v, err := worker.Call[int64](ctx, ws[0], "b", "twice", int64(21)); err != nil || v != 42 {
-			t.Fatal(v, err)
-		}
-	}
-	for range 1000 {
-		call()
-	}
-	if n := testing.AllocsPerRun(2000, call); n >= 1 {
-		t.Errorf("a call allocates %.0f times on average in steady state", n)
 	}
 }

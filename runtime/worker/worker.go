@@ -131,7 +131,7 @@ type Worker struct {
 	// Calls and fetches awaiting results. Those whose context had no
 	// deadline get the default one, and one sweeper fails the overdue,
 	// instead of a timer per call.
-	calls   waiting[core.CallResult]
+	calls   waiting[callDone]
 	fetches waiting[core.FetchResult]
 	kept    map[core.HandleID]bool // argument RRefs a function kept
 	calling map[callKey]*callCtx   // calls from peers being run, chained by key (cancel.go)
@@ -186,7 +186,7 @@ type Worker struct {
 func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
-		calls: newWaiting[core.CallResult](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
+		calls: newWaiting[callDone](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
 		calling: map[callKey]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
 		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
@@ -245,7 +245,19 @@ func (w *Worker) apply(f func(c *core.Core)) bool {
 
 // effects acts on a core's outputs, outside the lock.
 func (w *Worker) effects(r core.Ready) (handedOff bool) {
+	return w.effectsOf(r, nil)
+}
+
+// effectsOf is effects for the outputs of a frame received in frame, a
+// pooled buffer (nil: not pooled). When the frame's one product is a call's
+// result and the caller copies what it decodes, the buffer goes to the
+// caller with the result, to be given back once decoded (finishCall): a
+// reply read by a receiving goroutine then costs no allocation.
+func (w *Worker) effectsOf(r core.Ready, frame *[]byte) (handedOff bool) {
 	handedOff = len(r.Runs) > 0 || len(r.Fetches) > 0 || len(r.Calls) > 0
+	if frame == nil || len(r.Calls) != 1 || len(r.Runs) > 0 || len(r.Fetches) > 0 || !w.fastCodec() {
+		frame = nil
+	}
 	for _, err := range r.Errors {
 		w.cfg.Logger.Warn("rref protocol error", "worker", w.name, "err", err)
 	}
@@ -253,9 +265,12 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 		hand(w, &w.fetches, fr.FetchID, fr)
 	}
 	for _, cr := range r.Calls {
-		if !hand(w, &w.calls, cr.CallID, cr) {
+		if !hand(w, &w.calls, cr.CallID, callDone{cr, frame}) {
 			// The caller gave up: release what the call returned.
 			w.releaseAll(cr.Handles)
+			if frame != nil {
+				putWireBuf(frame, nil, false)
+			}
 		}
 	}
 	for _, run := range r.Runs {
@@ -603,7 +618,7 @@ func (w *Worker) sweep() {
 			w.mu.Unlock()
 			w.apply(func(c *core.Core) { c.Tick() })
 			for _, ch := range calls {
-				ch <- core.CallResult{Err: rref.ErrorKindDeadlineExceeded, Message: errTimedOut.Error()}
+				ch <- callDone{CallResult: core.CallResult{Err: rref.ErrorKindDeadlineExceeded, Message: errTimedOut.Error()}}
 			}
 			for _, ch := range fetches {
 				ch <- core.FetchResult{Err: rref.ErrorKindDeadlineExceeded, Message: errTimedOut.Error()}
@@ -741,7 +756,7 @@ func (w *Worker) Close() error {
 	calls, fetches := w.calls.drain(), w.fetches.drain()
 	w.mu.Unlock()
 	for id, ch := range calls {
-		ch <- core.CallResult{CallID: id, Err: rref.ErrorKindOwnerFailed, Message: "worker closed"}
+		ch <- callDone{CallResult: core.CallResult{CallID: id, Err: rref.ErrorKindOwnerFailed, Message: "worker closed"}}
 	}
 	for id, ch := range fetches {
 		ch <- core.FetchResult{FetchID: id, Err: rref.ErrorKindOwnerFailed}

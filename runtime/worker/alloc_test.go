@@ -1,0 +1,94 @@
+package worker
+
+import (
+	"context"
+	"runtime"
+	"testing"
+)
+
+// callAllocBound is the allocations a plain Call may average in steady
+// state, on both sides together: call contexts come 32 to an allocation
+// (ctxSlab), and the rest must be nothing, with room for the odd
+// allocation of the test's own goroutines and the runtime.
+const callAllocBound = 0.1
+
+// TestPlainCallAllocatesNothingOnEveryTransport: a Call with no RRef
+// argument allocates nothing on either side in steady state, over every
+// transport: the caller's buffers and the frames the receiving goroutines
+// read are pooled, a reply's frame goes to its caller and back, and a tcp
+// reader's context is watched by one registration, not one per read.
+func TestPlainCallAllocatesNothingOnEveryTransport(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("counts allocations")
+	}
+	for _, transport := range []string{"mem", "shm", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			client := startAddPair(t, transport)
+			ctx := context.Background()
+			call := func() {
+				if v, err := Call[int64](ctx, client, "server", "add", [2]int64{40, 2}); err != nil || v != 42 {
+					t.Fatal(v, err)
+				}
+			}
+			for range 1000 {
+				call()
+			}
+			// The least of a few runs: a loaded host adds allocations of
+			// its own (a function held past inlineLimit hands its
+			// connection to a new goroutine), never takes the call's away.
+			const calls, runs = 2000, 3
+			least := -1.0
+			for range runs {
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				for range calls {
+					call()
+				}
+				runtime.ReadMemStats(&after)
+				if per := float64(after.Mallocs-before.Mallocs) / calls; least < 0 || per < least {
+					least = per
+				}
+			}
+			t.Logf("%.3f allocations a call", least)
+			if least > callAllocBound {
+				t.Errorf("a call over %s allocates %.3f times on average in steady state (bound %v)", transport, least, callAllocBound)
+			}
+		})
+	}
+}
+
+// startAddPair starts a server with an "add" function and its client
+// over transport, and returns the client; both close with the test.
+func startAddPair(t *testing.T, transport string) *Worker {
+	setup := func(w *Worker) {
+		Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+	}
+	if transport == "mem" {
+		ws, err := NewGroup([]string{"server", "client"}, Config{Logger: quiet, Setup: setup})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws[1].Close(); ws[0].Close() })
+		return ws[1]
+	}
+	peers := peersFor(transport)
+	peers[0].Name, peers[1].Name = "server", "client"
+	ctx := context.Background()
+	var server *Worker
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		server, err = Start(ctx, "server", peers, []byte("b"), Config{Logger: quiet, Setup: setup})
+		done <- err
+	}()
+	client, err := Start(ctx, "client", peers, []byte("b"), Config{Logger: quiet})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		server.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client
+}
