@@ -12,9 +12,12 @@ import (
 
 // waitFn registers "wait": it blocks until its ctx ends (or 5 s), and
 // reports on ended whether its context was cancelled.
-func waitFn(ended chan error) func(w *worker.Worker) {
+// waitFn registers "wait", which reports on started once it runs and on
+// ended how it ended, and "relay", which calls wait on another worker.
+func waitFn(started chan struct{}, ended chan error) func(w *worker.Worker) {
 	return func(w *worker.Worker) {
 		worker.Register(w, "wait", func(ctx context.Context, x int) (int, error) {
+			started <- struct{}{}
 			select {
 			case <-ctx.Done():
 				ended <- ctx.Err()
@@ -30,14 +33,17 @@ func waitFn(ended chan error) func(w *worker.Worker) {
 }
 
 func TestReviewCancelSelfCall(t *testing.T) {
-	ended := make(chan error, 4)
-	ws, err := worker.NewGroup([]string{"A", "B"}, worker.Config{Setup: waitFn(ended), CallTimeout: 20 * time.Second})
+	started, ended := make(chan struct{}, 4), make(chan error, 4)
+	ws, err := worker.NewGroup([]string{"A", "B"}, worker.Config{Setup: waitFn(started, ended), CallTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer worker.ShutdownGroup(context.Background(), ws)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
+	go func() {
+		<-started
+		cancel()
+	}()
 	worker.Call[int](ctx, ws[0], "A", "wait", 0)
 	if e := <-ended; e == nil {
 		t.Fatal("a call to self was not cancelled")
@@ -45,15 +51,15 @@ func TestReviewCancelSelfCall(t *testing.T) {
 }
 
 func TestReviewCancelNestedAndGo(t *testing.T) {
-	ended := make(chan error, 4)
-	ws, err := worker.NewGroup([]string{"A", "B", "C"}, worker.Config{Setup: waitFn(ended), CallTimeout: 20 * time.Second})
+	started, ended := make(chan struct{}, 4), make(chan error, 4)
+	ws, err := worker.NewGroup([]string{"A", "B", "C"}, worker.Config{Setup: waitFn(started, ended), CallTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer worker.ShutdownGroup(context.Background(), ws)
 	ctx, cancel := context.WithCancel(context.Background())
 	f := worker.Go[int](ctx, ws[0], "B", "relay", "C")
-	time.Sleep(50 * time.Millisecond)
+	<-started // the nested call reached C: the cancellation must travel two hops
 	cancel()
 	f.Wait(context.Background())
 	if e := <-ended; e == nil {
