@@ -649,6 +649,60 @@ func (c *Conn) Poll(fn func(p []byte) error) (bool, error) {
 	return c.wait(context.Background(), fn, false, pos, seq)
 }
 
+// Cork holds back this end's writes to the network until the matching
+// Uncork, so that the messages sent meanwhile, by any goroutine, leave
+// together in one write: a goroutine answering a burst of requests corks
+// while more of the burst is Pending and writes the answers at once. Over
+// tcp a write is a system call, and over loopback it also costs the
+// kernel's delivery to the peer; elsewhere Cork does nothing (see Corks).
+// Messages are still held back at most until a receiver of this end is
+// about to wait for the peer, since what they carry may be what the peer
+// needs to answer (credits, a finish), and Close writes them in any case.
+// Corks nest; every Cork needs its Uncork.
+func (c *Conn) Cork() {
+	if l, ok := c.l.(*tcpLink); ok {
+		l.cork()
+	}
+}
+
+// Uncork releases a Cork; the last writes what was held back, and
+// returns the write's error as Send would.
+func (c *Conn) Uncork() error {
+	if l, ok := c.l.(*tcpLink); ok {
+		if err := l.uncork(); err != nil {
+			return c.fail(err)
+		}
+	}
+	return nil
+}
+
+// Corks reports whether Cork changes anything on this end (tcp).
+func (c *Conn) Corks() bool {
+	_, ok := c.l.(*tcpLink)
+	return ok
+}
+
+// Pending reports whether a message has reached this end and can be
+// received now without waiting. It never waits, nor reads a socket: over
+// tcp it sees what a receive already read from the socket, which takes all
+// that had arrived, so a burst that came together is pending after its
+// first message is received.
+func (c *Conn) Pending() bool {
+	c.holdRing()
+	defer c.releaseRing()
+	if c.broken.Load() != nil {
+		return false
+	}
+	if l, ok := c.l.(*tcpLink); ok {
+		l.applyBuffered()
+	}
+	c.lockRx()
+	pos, seq := c.rxPos, c.rxSeq
+	c.unlockRx()
+	_, ok := c.l.rx().peek(pos, seq)
+	return ok
+}
+
 // Polls reports whether Poll is worth calling: on shared memory a poll is
 // a load; over tcp whoever parks reads the socket, and polling the local
 // image of the ring only burns a processor.

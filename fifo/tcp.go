@@ -70,6 +70,7 @@ type tcpLink struct {
 	waiters  atomic.Int32                  // callers waiting for someone else's progress
 	prog     atomic.Pointer[chan struct{}] // closed at each progress while someone waits
 	ctxWatch *ctxWatch                     // the reader's context, watched (the reader role's)
+	corks    atomic.Int32                  // Cork calls not yet matched by Uncork
 	br       *bufio.Reader
 	nextPos  uint64
 	nextSeq  uint32
@@ -158,10 +159,20 @@ func appendFinish(b []byte, id uint32) []byte {
 	return binary.LittleEndian.AppendUint32(append(b, frameFinish), id)
 }
 
-// flushTx writes queued frames. Whoever finds no write in progress becomes
-// the writer and keeps writing until the queue is empty, so frames queued by
-// other senders meanwhile leave together in one write: pipelining.
+// flushTx writes queued frames, unless the link is corked (Conn.Cork):
+// then they wait for the cork's release, or for a reader about to block.
 func (l *tcpLink) flushTx() error {
+	if l.corks.Load() > 0 {
+		return l.failed()
+	}
+	return l.flushNow()
+}
+
+// flushNow writes queued frames, corked or not. Whoever finds no write in
+// progress becomes the writer and keeps writing until the queue is empty,
+// so frames queued by other senders meanwhile leave together in one
+// write: pipelining.
+func (l *tcpLink) flushNow() error {
 	l.wmu.Lock()
 	if l.writing || len(l.wbuf) == 0 {
 		l.wmu.Unlock()
@@ -286,6 +297,13 @@ func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
 		if cond() {
 			return nil
 		}
+		if l.corks.Load() > 0 {
+			// About to wait for the peer: what is held back may be what
+			// it waits for (credits, a finish, an answer).
+			if err := l.flushNow(); err != nil {
+				return err
+			}
+		}
 		if !armed && ctx.Done() != nil {
 			if dl, ok := ctx.Deadline(); ok {
 				l.dropWatch(w)
@@ -376,6 +394,35 @@ func (l *tcpLink) dropWatch(w *wire) {
 func sameContext(a, b context.Context) bool {
 	ta := reflect.TypeOf(a)
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// cork holds back writes until the matching uncork (Conn.Cork).
+func (l *tcpLink) cork() { l.corks.Add(1) }
+
+// uncork releases one cork; the last writes what was held back.
+func (l *tcpLink) uncork() error {
+	if l.corks.Add(-1) > 0 {
+		return l.failed()
+	}
+	return l.flushNow()
+}
+
+// applyBuffered applies the frames already read from the socket, if no one
+// else holds the reader role, without waiting for more.
+func (l *tcpLink) applyBuffered() {
+	select {
+	case l.rsem <- struct{}{}:
+	default:
+		return // the reader applies them
+	}
+	for !l.closed.Load() && !l.isDown() && l.frameBuffered() {
+		if err := l.readFrame(); err != nil {
+			l.readFailed(l.w.Load(), err)
+			break
+		}
+		l.announce()
+	}
+	<-l.rsem
 }
 
 // errResuming tells a reader that its connection broke and a resume is
@@ -743,7 +790,7 @@ func (l *tcpLink) shutdown() {
 		if l.failed() == nil && !l.isDown() {
 			l.appendFrame(func(b []byte) []byte { return append(b, frameClose) })
 			l.w.Load().nc.SetWriteDeadline(time.Now().Add(closeWait))
-			l.flushTx()
+			l.flushNow()
 		}
 		l.stopResuming() // before closed is set: a resume stops at once
 		l.closed.Store(true)

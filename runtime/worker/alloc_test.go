@@ -23,7 +23,9 @@ func TestPlainCallAllocatesNothingOnEveryTransport(t *testing.T) {
 	}
 	for _, transport := range []string{"mem", "shm", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
-			client := startAddPair(t, transport)
+			_, client := startPair(t, transport, func(w *Worker) {
+				Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+			})
 			ctx := context.Background()
 			call := func() {
 				if v, err := Call[int64](ctx, client, "server", "add", [2]int64{40, 2}); err != nil || v != 42 {
@@ -57,24 +59,20 @@ func TestPlainCallAllocatesNothingOnEveryTransport(t *testing.T) {
 	}
 }
 
-// startAddPair starts a server with an "add" function and its client
-// over transport, and returns the client; both close with the test.
-func startAddPair(t *testing.T, transport string) *Worker {
-	setup := func(w *Worker) {
-		Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
-	}
+// startPair starts a server set up by setup and its client over
+// transport; both close with the test.
+func startPair(t *testing.T, transport string, setup func(w *Worker)) (server, client *Worker) {
 	if transport == "mem" {
 		ws, err := NewGroup([]string{"server", "client"}, Config{Logger: quiet, Setup: setup})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ws[1].Close(); ws[0].Close() })
-		return ws[1]
+		return ws[0], ws[1]
 	}
 	peers := peersFor(transport)
 	peers[0].Name, peers[1].Name = "server", "client"
 	ctx := context.Background()
-	var server *Worker
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -90,5 +88,5 @@ func startAddPair(t *testing.T, transport string) *Worker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close(); server.Close() })
-	return client
+	return server, client
 }

@@ -48,6 +48,15 @@ type receiver struct {
 	// counted in the barrier's taken counts.
 	uncounted bool
 
+	// A receiver acting on a burst of frames corks its connection while
+	// more of the burst is pending, so that the answers leave in one write
+	// (fifo.Conn.Cork: tcp). corked says it holds a cork; it is released
+	// once nothing is pending, when the receiver leaves, and when it
+	// hands its connection off (a function that blocks must not hold
+	// answers back). corks: the connection batches at all.
+	corks  bool
+	corked atomic.Bool
+
 	// The watchdog's: the inline function it last saw, and for how many
 	// ticks. Counting ticks instead of reading the clock keeps the clock
 	// off the path of every call.
@@ -69,7 +78,7 @@ type receivers struct {
 
 // startReceiver starts a goroutine receiving from peer from.
 func (w *Worker) startReceiver(from core.WorkerID, conn *fifo.Conn) {
-	r := &receiver{w: w, from: from, conn: conn}
+	r := &receiver{w: w, from: from, conn: conn, corks: conn.Corks()}
 	r.ctx = context.WithValue(w.ctx, receiverKey{}, r)
 	w.rx.mu.Lock()
 	w.rx.active[r] = struct{}{}
@@ -100,6 +109,7 @@ func (r *receiver) loop() {
 		delete(w.rx.active, r)
 		w.rx.mu.Unlock()
 	}()
+	defer r.uncork()
 	rd := w.readies.Get().(*core.Ready)
 	defer w.readies.Put(rd)
 	// Frames are received into pooled buffers: one no one refers to any
@@ -121,6 +131,10 @@ func (r *receiver) loop() {
 				w.peerFailed(r.from, err)
 			}
 			return
+		}
+		if r.corks && !r.corked.Load() && r.conn.Pending() {
+			r.conn.Cork()
+			r.corked.Store(true)
 		}
 		protocol := w.takeFrame(r.from, frame, rd)
 		r.uncounted = protocol
@@ -158,6 +172,9 @@ func (r *receiver) loop() {
 		if r.replaced.Load() {
 			return
 		}
+		if r.corked.Load() && !r.conn.Pending() {
+			r.uncork()
+		}
 		if handedOff {
 			// The goroutine just handed a result sits in this processor's
 			// run queue; let it run now rather than after this loop's next spin.
@@ -191,10 +208,19 @@ func (r *receiver) runInline(run core.Run) bool {
 	return true
 }
 
+// uncork releases the receiver's cork, if it holds one; a failed write is
+// the connection's failure, which its next receive reports.
+func (r *receiver) uncork() {
+	if r.corked.CompareAndSwap(true, false) {
+		r.conn.Uncork()
+	}
+}
+
 // handOff gives r's connection to a new receiving goroutine, once, while r
 // runs a function.
 func (r *receiver) handOff(byWatchdog bool) {
 	if r.inline.Load() != 0 && !r.w.closed.Load() && r.replaced.CompareAndSwap(false, true) {
+		r.uncork() // what it answered so far must not wait for its function
 		if byWatchdog {
 			r.w.stats.overruns.Add(1)
 		} else {
