@@ -192,3 +192,38 @@ func TestTCPWaitingReceiveAllocatesNothing(t *testing.T) {
 		t.Fatalf("a round trip allocates %.2f times", n)
 	}
 }
+
+// TestTCPWatchAcrossAResume: the watch of a reader whose context ends
+// after its connection was broken and resumed, so that its deadline goes
+// to the new connection, must not end a later reader under another
+// context on that connection.
+func TestTCPWatchAcrossAResume(t *testing.T) {
+	accepted, dialed, relay, _ := relayedPair(t, Config{})
+	defer accepted.Close()
+	defer dialed.Close()
+	first, cancelFirst := context.WithCancel(context.Background())
+	defer cancelFirst()
+	wait := sendAfter(t, accepted, 10*time.Millisecond, "one")
+	if got, err := dialed.Recv(first, nil); err != nil || string(got) != "one" {
+		t.Fatalf("first receive: %q, %v", got, err)
+	}
+	wait()
+	if relay.Reset() == 0 {
+		t.Fatal("the relay had no connection to break")
+	}
+	// The next message travels over the resumed connection.
+	wait = sendAfter(t, accepted, 10*time.Millisecond, "two")
+	if got, err := dialed.Recv(first, nil); err != nil || string(got) != "two" {
+		t.Fatalf("receive across the resume: %q, %v", got, err)
+	}
+	wait()
+	cancelFirst() // fires on whatever connection the link has now
+	time.Sleep(10 * time.Millisecond)
+	second, cancelSecond := context.WithCancel(context.Background())
+	defer cancelSecond()
+	wait = sendAfter(t, accepted, 20*time.Millisecond, "three")
+	if got, err := dialed.Recv(second, nil); err != nil || string(got) != "three" {
+		t.Fatalf("receive under another context after the resume: %q, %v", got, err)
+	}
+	wait()
+}
