@@ -439,30 +439,20 @@ func refusal(err error) error {
 // ctx ends. When ctx ends it withdraws id; a result that came meanwhile is
 // returned with ctx's error, for the caller to release what it holds.
 func await[T any](ctx context.Context, w *Worker, peer core.WorkerID, conn *fifo.Conn, ch chan T, p *waiting[T], id uint64) (T, error) {
-	res, _, err := awaitFrame(ctx, w, peer, conn, ch, p, id, nil)
-	return res, err
-}
-
-// awaitFrame is await that also returns the buffer of the frame its result
-// came in, when it polled that frame itself and the frame held nothing
-// else (mine says which Ready is its result alone): the caller gives it
-// back (putWireBuf) once it has read the result. Otherwise nil.
-func awaitFrame[T any](ctx context.Context, w *Worker, peer core.WorkerID, conn *fifo.Conn, ch chan T, p *waiting[T], id uint64, mine func(rd *core.Ready) bool) (T, *[]byte, error) {
-	var frame *[]byte
 	if conn != nil {
 		mayBlock(ctx)
-		frame = w.pollFor(ctx, peer, conn, func() bool { return len(ch) > 0 }, mine)
+		w.pollFor(ctx, peer, conn, func() bool { return len(ch) > 0 })
 		w.endPoll(peer, conn)
 	}
 	select {
 	case res := <-ch:
-		return res, frame, nil
+		return res, nil
 	default:
 	}
 	mayBlock(ctx)
 	select {
 	case res := <-ch:
-		return res, frame, nil
+		return res, nil
 	case <-ctx.Done():
 		w.mu.Lock()
 		pending := p.take(id) != nil
@@ -471,7 +461,7 @@ func awaitFrame[T any](ctx context.Context, w *Worker, peer core.WorkerID, conn 
 		if !pending {
 			res = <-ch // answered meanwhile
 		}
-		return res, frame, ctx.Err()
+		return res, ctx.Err()
 	}
 }
 
@@ -497,19 +487,10 @@ func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, er
 
 func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingCall) (R, error) {
 	var zero R
-	var mine func(rd *core.Ready) bool
-	if w.fastCodec() { // it copies what it decodes; a codec of the program's own may keep the bytes
-		mine = func(rd *core.Ready) bool {
-			return len(rd.Calls) == 1 && rd.Calls[0].CallID == pc.id && len(rd.Runs) == 0 && len(rd.Fetches) == 0
-		}
-	}
-	res, frame, err := awaitFrame(ctx, w, pc.to, pc.poll, pc.ch, &w.calls, pc.id, mine)
+	res, err := await(ctx, w, pc.to, pc.poll, pc.ch, &w.calls, pc.id)
 	callChans.put(pc.ch)
-	if frame != nil {
-		defer putWireBuf(frame, nil, false) // after the result is decoded
-	}
 	if res.frame != nil {
-		defer putWireBuf(res.frame, nil, false) // the same, read by the receiving goroutine
+		defer putWireBuf(res.frame, nil, false) // after the result is decoded
 	}
 	if err != nil {
 		// The callee's function stops too (its context is cancelled); an

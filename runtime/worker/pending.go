@@ -7,9 +7,6 @@ import (
 	"github.com/rrefkit/rref/runtime/core"
 )
 
-// waiting tracks the calls (or fetches) awaiting their result: the channel
-// each result goes to, and a default deadline for those whose context had
-// none. The worker's lock guards it.
 // callDone is a call's result as handed to its caller. frame, when not
 // nil, is the pooled buffer the result's bytes lie in, which the caller
 // gives back (putWireBuf) once it has decoded them.
@@ -18,6 +15,9 @@ type callDone struct {
 	frame *[]byte
 }
 
+// waiting tracks the calls (or fetches) awaiting their result: the channel
+// each result goes to, and a default deadline for those whose context had
+// none. The worker's lock guards it.
 type waiting[T any] struct {
 	ch  map[uint64]chan T
 	due map[uint64]time.Time

@@ -369,10 +369,10 @@ func (w *Worker) endPoll(peer core.WorkerID, conn *fifo.Conn) {
 // run on goroutines of their own, not on the caller's.
 //
 // Frames are copied into a buffer reused while nothing it held was handed
-// on (a result, a value, a function's arguments keep slices of it). When
-// the last frame's one product is the caller's own result (mine), the
-// buffer is returned for the caller to give back once it has read it.
-func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Conn, done func() bool, mine func(rd *core.Ready) bool) (frameBuf *[]byte) {
+// on (a result, a value, a function's arguments keep slices of it). A
+// frame whose one product is a call's result goes to its caller with the
+// result, as from the receiving goroutine (effectsOf).
+func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Conn, done func() bool) {
 	buf := getWireBuf()
 	var frame []byte
 	take := func(p []byte) error {
@@ -387,24 +387,21 @@ func (w *Worker) pollFor(ctx context.Context, peer core.WorkerID, conn *fifo.Con
 			break // the receiving goroutine reports failures
 		}
 		protocol := w.takeFrame(peer, frame, rd)
-		handedOn := len(rd.Runs) > 0 || len(rd.Fetches) > 0 || len(rd.Calls) > 0
-		ours := mine != nil && mine(rd)
-		w.effects(*rd)
+		// A frame larger than the buffer was copied to a new array: the
+		// buffer held nothing.
+		inBuf := inBuffer(frame, *buf)
+		var give *[]byte
+		if inBuf {
+			give = buf
+		}
+		if w.effectsOf(*rd, give) && inBuf {
+			buf = getWireBuf() // the old one is read by whoever it went to
+		}
 		if protocol {
 			w.bar.taken[peer-1].Add(1)
 		}
-		switch {
-		case !inBuffer(frame, *buf):
-			// A frame larger than the buffer was copied to a new array: the
-			// buffer held nothing.
-		case ours:
-			return buf
-		case handedOn:
-			buf = getWireBuf() // the old one is read by whoever it went to
-		}
 	}
 	putWireBuf(buf, nil, false)
-	return nil
 }
 
 // takeGroupFrame acts on a frame of the group protocol (spec/group.rspec):

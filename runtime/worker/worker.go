@@ -252,7 +252,8 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 // pooled buffer (nil: not pooled). When the frame's one product is a call's
 // result and the caller copies what it decodes, the buffer goes to the
 // caller with the result, to be given back once decoded (finishCall): a
-// reply read by a receiving goroutine then costs no allocation.
+// reply costs no allocation, whether the receiving goroutine read it or a
+// caller polling its connection (pollFor).
 func (w *Worker) effectsOf(r core.Ready, frame *[]byte) (handedOff bool) {
 	handedOff = len(r.Runs) > 0 || len(r.Fetches) > 0 || len(r.Calls) > 0
 	if frame == nil || len(r.Calls) != 1 || len(r.Runs) > 0 || len(r.Fetches) > 0 || !w.fastCodec() {
