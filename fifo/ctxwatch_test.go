@@ -13,21 +13,25 @@ import (
 // context reads, must not end that reader; a reader whose context ended
 // must still stop; and waiting for a message must cost no allocation.
 
-// sendAfter sends msg on from after d, so that the receiver is blocked
-// in the socket by then; the test waits for the send before it closes from.
-func sendAfter(t *testing.T, from *Conn, d time.Duration, msg string) (wait func()) {
+// sendAndReceive sends msg from from after d, so that the receiver is blocked
+// in the socket by then, and requires to to receive it under ctx; what
+// names the receive in a failure. It waits for the send before returning,
+// so the test may close from afterwards.
+func sendAndReceive(t *testing.T, from, to *Conn, ctx context.Context, d time.Duration, msg, what string) {
+	t.Helper()
 	sent := make(chan error, 1)
 	go func() {
 		time.Sleep(d)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		sent <- from.Send(ctx, []byte(msg))
+		sent <- from.Send(sctx, []byte(msg))
 	}()
-	return func() {
-		t.Helper()
-		if err := <-sent; err != nil {
-			t.Errorf("send %q: %v", msg, err)
-		}
+	got, err := to.Recv(ctx, nil)
+	if serr := <-sent; serr != nil {
+		t.Fatalf("send %q: %v", msg, serr)
+	}
+	if err != nil || string(got) != msg {
+		t.Fatalf("%s: %q, %v; want %q", what, got, err, msg)
 	}
 }
 
@@ -36,11 +40,7 @@ func TestTCPWatchOfAnEndedContextSparesTheNextReader(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	first, cancelFirst := context.WithCancel(context.Background())
-	wait := sendAfter(t, a, 20*time.Millisecond, "one")
-	if got, err := b.Recv(first, nil); err != nil || string(got) != "one" {
-		t.Fatalf("first receive: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, a, b, first, 20*time.Millisecond, "one", "first receive")
 	// The first context ends while no one reads: its watch fires and
 	// sets the socket's read deadline into the past.
 	cancelFirst()
@@ -50,19 +50,11 @@ func TestTCPWatchOfAnEndedContextSparesTheNextReader(t *testing.T) {
 	// message, not fail on the deadline the first one left.
 	second, cancelSecond := context.WithCancel(context.Background())
 	defer cancelSecond()
-	wait = sendAfter(t, a, 20*time.Millisecond, "two")
-	if got, err := b.Recv(second, nil); err != nil || string(got) != "two" {
-		t.Fatalf("second receive: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, a, b, second, 20*time.Millisecond, "two", "second receive")
 	// And one under a context with a deadline too.
 	third, cancelThird := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelThird()
-	wait = sendAfter(t, a, 20*time.Millisecond, "three")
-	if got, err := b.Recv(third, nil); err != nil || string(got) != "three" {
-		t.Fatalf("third receive: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, a, b, third, 20*time.Millisecond, "three", "third receive")
 }
 
 func TestTCPWatchFiringDuringAnotherReadSparesIt(t *testing.T) {
@@ -71,11 +63,7 @@ func TestTCPWatchFiringDuringAnotherReadSparesIt(t *testing.T) {
 	defer b.Close()
 	first, cancelFirst := context.WithCancel(context.Background())
 	defer cancelFirst()
-	wait := sendAfter(t, a, 10*time.Millisecond, "one")
-	if got, err := b.Recv(first, nil); err != nil || string(got) != "one" {
-		t.Fatalf("first receive: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, a, b, first, 10*time.Millisecond, "one", "first receive")
 	// A reader under a context with a deadline blocks; the first context,
 	// whose watch a kept registration would still hold, ends meanwhile.
 	second, cancelSecond := context.WithTimeout(context.Background(), 5*time.Second)
@@ -84,11 +72,7 @@ func TestTCPWatchFiringDuringAnotherReadSparesIt(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		cancelFirst()
 	}()
-	wait = sendAfter(t, a, 60*time.Millisecond, "two")
-	if got, err := b.Recv(second, nil); err != nil || string(got) != "two" {
-		t.Fatalf("second receive: %q, %v (the first context's end reached it)", got, err)
-	}
-	wait()
+	sendAndReceive(t, a, b, second, 60*time.Millisecond, "two", "second receive")
 }
 
 func TestTCPReaderStopsWhenItsContextEnds(t *testing.T) {
@@ -96,11 +80,7 @@ func TestTCPReaderStopsWhenItsContextEnds(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	wait := sendAfter(t, a, 10*time.Millisecond, "one")
-	if got, err := b.Recv(ctx, nil); err != nil || string(got) != "one" {
-		t.Fatalf("first receive: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, a, b, ctx, 10*time.Millisecond, "one", "first receive")
 	// Blocked in the socket, under the watch kept from the first read.
 	go func() {
 		time.Sleep(20 * time.Millisecond)
@@ -120,11 +100,7 @@ func TestTCPReaderStopsWhenItsContextEnds(t *testing.T) {
 	// The connection still serves a reader under a live context.
 	live, cancelLive := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelLive()
-	wait = sendAfter(t, a, 10*time.Millisecond, "two")
-	if got, err := b.Recv(live, nil); err != nil || string(got) != "two" {
-		t.Fatalf("receive after the cancelled ones: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, a, b, live, 10*time.Millisecond, "two", "receive after the cancelled ones")
 }
 
 // valueCtx is a context of a type that == cannot compare: a watch must
@@ -140,13 +116,9 @@ func TestTCPWatchAcceptsIncomparableContexts(t *testing.T) {
 	defer b.Close()
 	parent, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for i, msg := range []string{"one", "two"} {
+	for _, msg := range []string{"one", "two"} {
 		ctx := valueCtx{parent, []string{msg}}
-		wait := sendAfter(t, a, 10*time.Millisecond, msg)
-		if got, err := b.Recv(ctx, nil); err != nil || string(got) != msg {
-			t.Fatalf("receive %d: %q, %v", i, got, err)
-		}
-		wait()
+		sendAndReceive(t, a, b, ctx, 10*time.Millisecond, msg, "receive under a context of an incomparable type")
 	}
 }
 
@@ -203,27 +175,15 @@ func TestTCPWatchAcrossAResume(t *testing.T) {
 	defer dialed.Close()
 	first, cancelFirst := context.WithCancel(context.Background())
 	defer cancelFirst()
-	wait := sendAfter(t, accepted, 10*time.Millisecond, "one")
-	if got, err := dialed.Recv(first, nil); err != nil || string(got) != "one" {
-		t.Fatalf("first receive: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, accepted, dialed, first, 10*time.Millisecond, "one", "first receive")
 	if relay.Reset() == 0 {
 		t.Fatal("the relay had no connection to break")
 	}
 	// The next message travels over the resumed connection.
-	wait = sendAfter(t, accepted, 10*time.Millisecond, "two")
-	if got, err := dialed.Recv(first, nil); err != nil || string(got) != "two" {
-		t.Fatalf("receive across the resume: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, accepted, dialed, first, 10*time.Millisecond, "two", "receive across the resume")
 	cancelFirst() // fires on whatever connection the link has now
 	time.Sleep(10 * time.Millisecond)
 	second, cancelSecond := context.WithCancel(context.Background())
 	defer cancelSecond()
-	wait = sendAfter(t, accepted, 20*time.Millisecond, "three")
-	if got, err := dialed.Recv(second, nil); err != nil || string(got) != "three" {
-		t.Fatalf("receive under another context after the resume: %q, %v", got, err)
-	}
-	wait()
+	sendAndReceive(t, accepted, dialed, second, 20*time.Millisecond, "three", "receive under another context after the resume")
 }
