@@ -9,6 +9,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	replay := fs.String("replay", "", "replay one schedule (as printed by a failure) of the one scenario named")
 	enumerate := fs.String("enumerate", "", "WxN: explore every program of up to N commands over up to W workers, written once up to renaming (e.g. 3x3), instead of scenario files")
 	quiet := fs.Bool("q", false, "no progress bar")
-	workers := fs.Int("workers", goruntime.GOMAXPROCS(0), "exhaustive: goroutines searching each scenario's states (verdicts and counts do not depend on it)")
+	workers := fs.Int("workers", goruntime.GOMAXPROCS(0), "exhaustive: goroutines searching; several scenarios or programs run side by side, one each, and one scenario alone is shared out among them (verdicts and counts do not depend on it)")
 	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over -transport, random message delays)")
 	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
 	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory), shm (each pair over shared memory) or fabric (each pair over libfabric, in a build with -tags rreffabric)")
@@ -175,12 +176,15 @@ stopped an exhaustive search short: that is not a proof.`)
 	}
 
 	opt := conformance.Options{Mode: m, Walks: *walks, Seed: *seed, MaxStates: *maxStates, MaxMemory: uint64(*maxMemory) << 20, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}
-	var current string // the scenario being explored, for progress lines
+	var optFor func(*conformance.Scenario, conformance.Options) conformance.Options
 	if !*quiet && !*asJSON {
 		// A search longer than a few seconds says how far it got, on stderr.
-		opt.Progress = func(states int, elapsed time.Duration) {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: %s: %d states after %v (%.0f states/s)\n",
-				current, states, elapsed.Round(time.Second), float64(states)/elapsed.Seconds())
+		optFor = func(sc *conformance.Scenario, o conformance.Options) conformance.Options {
+			o.Progress = func(states int, elapsed time.Duration) {
+				fmt.Fprintf(env.Stderr, "rrefgen conformance: %s: %d states after %v (%.0f states/s)\n",
+					sc.Name, states, elapsed.Round(time.Second), float64(states)/elapsed.Seconds())
+			}
+			return o
 		}
 	}
 	progress := !*quiet && !*asJSON && isTerminal(env.Stderr)
@@ -192,13 +196,16 @@ stopped an exhaustive search short: that is not a proof.`)
 		fmt.Fprintf(env.Stdout, "%-*s %-10s %14s %9s %9s %12s  %s\n", nameWidth(scs), "scenario", "mode", "schedules", "states", "time", "states/s", "result")
 	}
 	enc := json.NewEncoder(env.Stdout)
-	for i, sc := range scs {
-		if progress {
+	showBar := func(i int) {
+		if progress && i < len(scs) {
 			bar := strings.Repeat("#", (i*30)/len(scs)) + strings.Repeat(".", 30-(i*30)/len(scs))
-			fmt.Fprintf(env.Stderr, "\r[%s] %d/%d %-40s", bar, i, len(scs), sc.Name)
+			fmt.Fprintf(env.Stderr, "\r[%s] %d/%d %-40s", bar, i, len(scs), scs[i].Name)
 		}
-		current = sc.Name
-		r := conformance.Explore(sc, opt)
+	}
+	showBar(0)
+	reported := 0
+	report := func(sc *conformance.Scenario, r conformance.Result) bool {
+		reported++
 		totalStates += r.States
 		totalSchedules += r.Schedules
 		reduced = reduced || r.Reduced
@@ -227,7 +234,7 @@ stopped an exhaustive search short: that is not a proof.`)
 				}
 			}
 			enc.Encode(row)
-			continue
+			return true
 		}
 		if progress {
 			fmt.Fprint(env.Stderr, "\r"+strings.Repeat(" ", 80)+"\r")
@@ -247,6 +254,19 @@ stopped an exhaustive search short: that is not a proof.`)
 				fmt.Fprintf(env.Stdout, "    seed: %d (rrefgen conformance -mode %s -seed %d -walks 1 %s)\n", r.Seed, m, r.Seed, sc.Name)
 			}
 		}
+		showBar(reported)
+		return true
+	}
+	if len(scs) == 1 {
+		// One search: its states are shared out among the goroutines.
+		o := opt
+		if optFor != nil {
+			o = optFor(scs[0], o)
+		}
+		report(scs[0], conformance.Explore(scs[0], o))
+	} else {
+		// Several: side by side, one goroutine each, reported in order.
+		conformance.ExploreEach(slices.Values(scs), *workers, opt, optFor, report)
 	}
 	elapsed := time.Since(start)
 	if !*asJSON {
@@ -324,8 +344,8 @@ func runEnumerate(env *Env, b conformance.Bound, opt conformance.Options, quiet 
 	states, incomplete, programs := 0, 0, 0
 	var failed *conformance.Scenario
 	var fr conformance.Result
-	n := conformance.Enumerate(b, func(sc *conformance.Scenario) bool {
-		r := conformance.Explore(sc, opt)
+	programsOf := func(yield func(*conformance.Scenario) bool) { conformance.Enumerate(b, yield) }
+	n := conformance.ExploreEach(programsOf, opt.Workers, opt, nil, func(sc *conformance.Scenario, r conformance.Result) bool {
 		programs++
 		states += r.States
 		if r.Truncated != "" {
