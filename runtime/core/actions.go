@@ -12,9 +12,9 @@ import (
 // NewLocal creates an OwnerRRef on this worker holding value (RRef(v)).
 func (c *Core) NewLocal(value []byte) HandleID {
 	id := RRefID{Worker: c.self, Local: c.newID()}
-	o := &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}, value: value, local: 1}
+	o := &ownerRec{state: rref.OwnerStart, value: value, local: 1}
 	c.stepOwner(o, rref.OwnerOnLocal)
-	c.ownersW()[id] = o
+	c.ownersW().put(id, o)
 	return c.newHandle(&handleRec{kind: handleOwner, rref: id})
 }
 
@@ -32,13 +32,13 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 	id := RRefID{Worker: c.self, Local: c.newID()}
 	if worker == c.self {
 		self := asFork(id)
-		o := &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
+		o := &ownerRec{state: rref.OwnerStart}
 		c.stepOwner(o, rref.OwnerOnCreate)
 		f := forkRec{state: rref.ForkStart, holder: c.self}
 		c.stepFork(&f, rref.ForkOnCreate)
-		o.forks[self] = f
+		o.forks.put(self, f)
 		o.known++
-		c.ownersW()[id] = o
+		c.ownersW().put(id, o)
 		h := c.newHandle(&handleRec{kind: handleSelfFork, rref: id, fork: self})
 		descs := c.forkAll(refs, c.self)
 		c.runAfter(c.self, descs, Run{Kind: RunRemote, From: c.self, RRef: id, Fn: fn, Args: args})
@@ -50,7 +50,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 		fork.Local = c.newID()
 	}
 	u := &userRec{state: rref.UserStart, owner: worker, rref: id, fork: fork, parentW: worker}
-	c.usersW()[fork] = u
+	c.usersW().put(fork, u)
 	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: id, fork: fork})
 	c.send(worker, c.pools().remoteCall.fill(rref.RemoteCall{RRef: id, Fork: fork, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
 	return u.handle, nil
@@ -105,7 +105,7 @@ func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID
 // CompleteRemote stores the result of a RunRemote: its value, or why the
 // function failed (fail.Kind not none), which fetches then return.
 func (c *Core) CompleteRemote(id RRefID, value []byte, fail Failure) error {
-	o := c.ownersW()[id]
+	o := c.ownersW().at(id)
 	if o == nil || o.state != rref.OwnerPending {
 		return fmt.Errorf("core: CompleteRemote for %v, which is not running", id)
 	}
@@ -150,7 +150,7 @@ func (c *Core) Fetch(h HandleID) uint64 {
 	case handleLost:
 		return fail(hr.lost)
 	case handleOwner, handleSelfFork:
-		o := c.ownersW()[hr.rref]
+		o := c.ownersW().at(hr.rref)
 		if o == nil {
 			return fail(rref.ErrorKindDeleted) // unreachable while the handle holds it
 		}
@@ -162,7 +162,7 @@ func (c *Core) Fetch(h HandleID) uint64 {
 		}
 		return id
 	}
-	u := c.usersW()[hr.fork]
+	u := c.usersW().at(hr.fork)
 	switch {
 	case u == nil || u.state == rref.UserLost:
 		return fail(rref.ErrorKindLost)
@@ -185,7 +185,7 @@ func (c *Core) Timeout(h HandleID) error {
 	if hr == nil || hr.kind != handleUser {
 		return fmt.Errorf("%w: timeout of handle %d", ErrUnknownHandle, h)
 	}
-	if u := c.usersW()[hr.fork]; u != nil {
+	if u := c.usersW().at(hr.fork); u != nil {
 		u.timedOut = true
 	}
 	return nil
@@ -203,17 +203,17 @@ func (c *Core) Release(h HandleID) error {
 	case handleLost:
 		return nil
 	case handleOwner:
-		if o := c.ownersW()[hr.rref]; o != nil {
+		if o := c.ownersW().at(hr.rref); o != nil {
 			o.local--
 			c.maybeFree(hr.rref, o)
 		}
 		return nil
 	case handleSelfFork:
-		o := c.ownersW()[hr.rref]
+		o := c.ownersW().at(hr.rref)
 		if o == nil {
 			return nil
 		}
-		f, ok := o.forks[hr.fork]
+		f, ok := o.forks.get(hr.fork)
 		if ok && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
 			c.storeFork(o, hr.fork, f)
 			o.known--
@@ -221,7 +221,7 @@ func (c *Core) Release(h HandleID) error {
 		}
 		return nil
 	}
-	u := c.usersW()[hr.fork]
+	u := c.usersW().at(hr.fork)
 	if u == nil {
 		return nil
 	}
@@ -231,7 +231,7 @@ func (c *Core) Release(h HandleID) error {
 		return nil
 	}
 	if u.state == rref.UserPending && mutant(mutPendingReleaseNoDelete) {
-		delete(c.usersW(), u.fork)
+		c.usersW().del(u.fork)
 		return nil
 	}
 	c.stepUser(u, rref.UserOnRelease)
@@ -262,7 +262,7 @@ func (c *Core) cutKind(hr *handleRec) ErrorKind {
 	case handleLost:
 		return hr.lost
 	case handleUser:
-		switch u := c.users[hr.fork]; {
+		switch u := c.users.at(hr.fork); {
 		case u == nil || u.state == rref.UserLost:
 			return rref.ErrorKindLost
 		case u.state == rref.UserOrphaned:
@@ -280,7 +280,7 @@ func (c *Core) ownerOfHandle(hr *handleRec) WorkerID {
 	case handleLost:
 		return hr.owner
 	}
-	if u := c.users[hr.fork]; u != nil {
+	if u := c.users.at(hr.fork); u != nil {
 		return u.owner
 	}
 	return 0
@@ -313,9 +313,9 @@ func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 		return rref.RRefDesc{Owner: c.ownerOfHandle(hr), RRef: hr.rref, Fork: child, Parent: parent, Cut: k}
 	}
 	if hr.kind == handleOwner || hr.kind == handleSelfFork {
-		o := c.ownersW()[hr.rref]
+		o := c.ownersW().at(hr.rref)
 		for {
-			if _, taken := o.forks[child]; !taken {
+			if _, taken := o.forks.get(child); !taken {
 				break
 			}
 			child.Local = c.newID() // the owner's forks of a value are not in idTaken's maps
@@ -325,13 +325,13 @@ func (c *Core) fork(hr *handleRec, to WorkerID) rref.RRefDesc {
 		d := rref.RRefDesc{Owner: c.self, RRef: hr.rref, Fork: child, Parent: asFork(hr.rref)}
 		f := forkRec{state: rref.ForkStart, holder: to}
 		c.stepFork(&f, rref.ForkOnCreate)
-		o.forks[child] = f
+		o.forks.put(child, f)
 		o.known++
 		return d
 	}
-	u := c.usersW()[hr.fork]
+	u := c.usersW().at(hr.fork)
 	if !mutant(mutNoPin) {
-		c.pinsW()[child] = &pinRec{state: rref.ChildPinStart, rref: u.rref, parent: u.fork, child: to, owner: u.owner}
+		c.pinsW().put(child, &pinRec{state: rref.ChildPinStart, rref: u.rref, parent: u.fork, child: to, owner: u.owner})
 		u.pinned++
 	}
 	return rref.RRefDesc{Owner: u.owner, RRef: u.rref, Fork: child, Parent: u.fork}
@@ -408,19 +408,19 @@ func (c *Core) receive(from WorkerID, d rref.RRefDesc) (HandleID, *userRec) {
 		o.local++
 		if !parentIsOwner {
 			c.send(from, c.pools().childAccept.fill(rref.ChildAccept{RRef: d.RRef, Child: d.Fork}))
-		} else if f, ok := o.forks[d.Fork]; ok && f.holder == c.self && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
+		} else if f, ok := o.forks.get(d.Fork); ok && f.holder == c.self && c.stepFork(&f, rref.ForkOnDelete) == genrt.Moved {
 			// The owner's own fork came home: the local handle now holds the value.
 			c.storeFork(o, d.Fork, f)
 			o.known--
 		}
 		return c.newHandle(&handleRec{kind: handleOwner, rref: d.RRef}), nil
 	}
-	if _, dup := c.usersW()[d.Fork]; dup {
+	if _, dup := c.usersW().get(d.Fork); dup {
 		c.refuse(from, rref.CodeCall, "fork %v received twice", d.Fork)
 		return c.newHandle(&handleRec{kind: handleLost, rref: d.RRef, fork: d.Fork, lost: rref.ErrorKindBadRequest, owner: d.Owner}), nil
 	}
 	u := &userRec{state: rref.UserStart, owner: d.Owner, rref: d.RRef, fork: d.Fork, parent: d.Parent, parentW: from}
-	c.usersW()[d.Fork] = u
+	c.usersW().put(d.Fork, u)
 	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: d.RRef, fork: d.Fork})
 	switch {
 	case c.dead.has(d.Owner):
@@ -458,7 +458,7 @@ func (c *Core) Dup(h HandleID) (HandleID, error) {
 	}
 	hr := c.handles[h]
 	if hr.kind == handleOwner || hr.kind == handleSelfFork {
-		c.ownersW()[hr.rref].local++
+		c.ownersW().at(hr.rref).local++
 		return c.newHandle(&handleRec{kind: handleOwner, rref: hr.rref}), nil
 	}
 	d := c.fork(hr, c.self)

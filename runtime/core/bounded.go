@@ -1,9 +1,10 @@
 package core
 
 // bounded remembers up to limit keys with a value, forgetting the oldest
-// first: the owner's memory of freed values and deleted forks.
-type bounded[K comparable, V any] struct {
-	m     map[K]V
+// first: the owner's memory of freed values and deleted forks, and a
+// worker's of cancels that came before their calls.
+type bounded[K idKey, V any] struct {
+	m     idMap[K, V]
 	ring  []K
 	next  int
 	limit int
@@ -14,37 +15,31 @@ type bounded[K comparable, V any] struct {
 	forgot int
 }
 
-func newBounded[K comparable, V any](limit int) bounded[K, V] {
-	return bounded[K, V]{m: map[K]V{}, limit: limit}
+func newBounded[K idKey, V any](limit int) bounded[K, V] {
+	return bounded[K, V]{limit: limit}
 }
 
 // add remembers k (a key already present keeps its first value).
 func (b *bounded[K, V]) add(k K, v V) {
-	if _, ok := b.m[k]; ok {
+	if b.m.has(k) {
 		return
 	}
 	if len(b.ring) < b.limit {
 		b.ring = append(b.ring, k)
 	} else {
-		delete(b.m, b.ring[b.next])
+		b.m.del(b.ring[b.next])
 		b.forgot++
 		b.ring[b.next] = k
 		b.next = (b.next + 1) % b.limit
 	}
-	b.m[k] = v
+	b.m.put(k, v)
 }
 
-func (b *bounded[K, V]) get(k K) (V, bool) {
-	v, ok := b.m[k]
-	return v, ok
-}
+func (b *bounded[K, V]) get(k K) (V, bool) { return b.m.get(k) }
 
 func (b *bounded[K, V]) clone() bounded[K, V] {
 	c := *b
-	c.m = make(map[K]V, len(b.m))
-	for k, v := range b.m {
-		c.m[k] = v
-	}
+	c.m = b.m.clone()
 	c.ring = append([]K(nil), b.ring...)
 	return c
 }

@@ -33,8 +33,8 @@ const DefaultEarlyCancels = 1 << 10
 
 // callKey names a call a peer made: its worker and its call id.
 type callKey struct {
-	from WorkerID
-	id   uint64
+	Worker WorkerID // who called
+	Local  uint64   // its call id
 }
 
 // DefaultPendingTicks is how many Ticks a record awaits its RemoteCall before
@@ -60,9 +60,9 @@ type ownerRec struct {
 	err     ErrorKind
 	errCode string
 	errMsg  string
-	forks   map[ForkID]forkRec // every fork the owner has heard of, deleted ones included
-	known   int                // forks in state known
-	local   int                // local handles on the owner
+	forks   idMap[ForkID, forkRec] // every fork the owner has heard of, deleted ones included
+	known   int                    // forks in state known
+	local   int                    // local handles on the owner
 	waiting []waitingFetch
 	charges []charge // awaiting only: what each peer added, refunded when it settles
 }
@@ -133,9 +133,9 @@ type Core struct {
 	drawn     uint64        // values drawn from ids: with the seed, its whole state
 	nextLocal uint64        // handles, fetches and calls: never travel as a right
 
-	owners  map[RRefID]*ownerRec
-	users   map[ForkID]*userRec
-	pins    map[ForkID]*pinRec
+	owners  idMap[RRefID, *ownerRec]
+	users   idMap[ForkID, *userRec]
+	pins    idMap[ForkID, *pinRec]
 	handles map[HandleID]*handleRec
 	fetches map[uint64]fetchRec
 	calls   map[uint64]WorkerID
@@ -150,7 +150,7 @@ type Core struct {
 
 	// Records awaiting their RemoteCall, with the tick each began in, and
 	// what each peer has added to them (see DefaultPendingPerPeer).
-	awaiting     map[RRefID]uint64
+	awaiting     idMap[RRefID, uint64]
 	charged      map[WorkerID]int
 	epoch        uint64 // Ticks so far
 	pendingLimit int
@@ -225,13 +225,9 @@ func New(self WorkerID, opts ...Option) *Core {
 	c := &Core{
 		self:         self,
 		ids:          new(rand.ChaCha8),
-		owners:       map[RRefID]*ownerRec{},
-		users:        map[ForkID]*userRec{},
-		pins:         map[ForkID]*pinRec{},
 		handles:      map[HandleID]*handleRec{},
 		fetches:      map[uint64]fetchRec{},
 		calls:        map[uint64]WorkerID{},
-		awaiting:     map[RRefID]uint64{},
 		charged:      map[WorkerID]int{},
 		tombLimit:    DefaultTombstones,
 		pendingLimit: DefaultPendingPerPeer,
@@ -320,16 +316,16 @@ func (c *Core) newID() uint64 {
 
 func (c *Core) idTaken(x uint64) bool {
 	r, f := RRefID{Worker: c.self, Local: x}, ForkID{Worker: c.self, Local: x}
-	if _, ok := c.owners[r]; ok {
+	if _, ok := c.owners.get(r); ok {
 		return true
 	}
 	if _, ok := c.tombs.get(r); ok {
 		return true
 	}
-	if _, ok := c.users[f]; ok {
+	if _, ok := c.users.get(f); ok {
 		return true
 	}
-	if _, ok := c.pins[f]; ok {
+	if _, ok := c.pins.get(f); ok {
 		return true
 	}
 	return c.forkGone(f)
@@ -396,10 +392,10 @@ func (c *Core) tombstone(id RRefID, kind ErrorKind) { c.tombsW().add(id, tombsto
 // owner and remembered, boundedly, as gone, so memory follows live forks only.
 func (c *Core) storeFork(o *ownerRec, id ForkID, f forkRec) {
 	if !f.state.IsFinal() {
-		o.forks[id] = f
+		o.forks.put(id, f)
 		return
 	}
-	delete(o.forks, id)
+	o.forks.del(id)
 	c.goneForksW().add(id, struct{}{})
 }
 
@@ -418,7 +414,7 @@ func (c *Core) newHandle(h *handleRec) HandleID {
 // tombstone's kind when the value is gone or can never exist, or
 // ErrorKindNone when its RemoteCall may still arrive (see admit).
 func (c *Core) ownerOf(id RRefID) (*ownerRec, ErrorKind) {
-	if o := c.ownersW()[id]; o != nil {
+	if o := c.ownersW().at(id); o != nil {
 		return o, rref.ErrorKindNone
 	}
 	if t, ok := c.tombs.get(id); ok {
@@ -448,12 +444,12 @@ func (c *Core) admit(from WorkerID, id RRefID, o *ownerRec, code rref.Code, what
 		return nil, c.refuseErr(from, code, ErrPendingLimit, "%s for %v, not yet created: %d such records already", what, id, c.charged[from])
 	}
 	if o == nil {
-		o = &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
+		o = &ownerRec{state: rref.OwnerStart}
 		if c.stepOwner(o, rref.OwnerOnAwait) != genrt.Moved {
 			return nil, &BadInputError{From: from, Code: code, Why: "no record can await " + fmtRRef(id)}
 		}
-		c.ownersW()[id] = o
-		c.awaitingW()[id] = c.epoch
+		c.ownersW().put(id, o)
+		c.awaitingW().put(id, c.epoch)
 	}
 	c.chargedW()[from]++
 	// Kept sorted by peer, so that equal records encode equally (AppendState).
@@ -477,7 +473,7 @@ func (c *Core) settleAwait(id RRefID, o *ownerRec) {
 		}
 	}
 	o.charges = nil
-	delete(c.awaitingW(), id)
+	c.awaitingW().del(id)
 }
 
 // maybeFree frees an owner's value once nothing refers to it.
@@ -488,7 +484,7 @@ func (c *Core) maybeFree(id RRefID, o *ownerRec) {
 	if c.stepOwner(o, rref.OwnerOnFree) != genrt.Moved {
 		return
 	}
-	delete(c.ownersW(), id)
+	c.ownersW().del(id)
 	if !mutant(mutNoTombstone) {
 		c.tombstone(id, rref.ErrorKindDeleted)
 	}
@@ -505,10 +501,10 @@ func (c *Core) maybeDrain(u *userRec) {
 	}
 	if u.state.IsFinal() && u.pinned == 0 && u.fetching == 0 && len(u.runs) == 0 {
 		if h, ok := c.handles[u.handle]; !ok || h.kind != handleUser || h.fork != u.fork {
-			delete(c.usersW(), u.fork) // released, or never handed to the program
+			c.usersW().del(u.fork) // released, or never handed to the program
 		} else if u.state != rref.UserDeleted {
-			delete(c.usersW(), u.fork) // lost or orphaned: the handle alone remembers why
-			lost := *h                 // a new record: a clone may share the old one (cow.go)
+			c.usersW().del(u.fork) // lost or orphaned: the handle alone remembers why
+			lost := *h             // a new record: a clone may share the old one (cow.go)
 			lost.kind = handleLost
 			lost.owner = u.owner
 			lost.lost = rref.ErrorKindLost
@@ -522,12 +518,12 @@ func (c *Core) maybeDrain(u *userRec) {
 
 // Counters returns the debug counters.
 func (c *Core) Counters() Counters {
-	n := Counters{Owners: len(c.owners), Duplicates: c.dupes, BadInput: c.bad, Illegal: c.illegals,
-		PendingMessages: len(c.fetches) + len(c.calls), Awaiting: len(c.awaiting), Expired: c.expired}
+	n := Counters{Owners: c.owners.len(), Duplicates: c.dupes, BadInput: c.bad, Illegal: c.illegals,
+		PendingMessages: len(c.fetches) + len(c.calls), Awaiting: c.awaiting.len(), Expired: c.expired}
 	for _, k := range c.charged {
 		n.Charged += k
 	}
-	for _, o := range c.owners {
+	for _, o := range c.owners.all() {
 		n.Forks += o.known
 		for _, w := range o.waiting {
 			if w.from == c.self {
@@ -535,12 +531,12 @@ func (c *Core) Counters() Counters {
 			}
 		}
 	}
-	for _, u := range c.users {
+	for _, u := range c.users.all() {
 		if u.state == rref.UserPending || u.state == rref.UserPendingReleased {
 			n.PendingUsers++
 		}
 	}
-	for _, p := range c.pins {
+	for _, p := range c.pins.all() {
 		if p.state == rref.ChildPinPending {
 			n.PendingChildren++
 		}
@@ -558,7 +554,7 @@ func (c *Core) Counters() Counters {
 func (c *Core) Tick() {
 	c.epoch++
 	var old []RRefID
-	for id, since := range c.awaiting {
+	for id, since := range c.awaiting.all() {
 		if c.epoch-since >= c.pendingTicks {
 			old = append(old, id)
 		}
@@ -569,9 +565,9 @@ func (c *Core) Tick() {
 	slices.SortFunc(old, compareRRefs) // outputs in a fixed order, for replays
 	lose := map[RRefID]bool{}
 	for _, id := range old {
-		o := c.ownersW()[id]
+		o := c.ownersW().at(id)
 		if o == nil || o.state != rref.OwnerAwaiting {
-			delete(c.awaitingW(), id) // unreachable: settleAwait keeps the two in step
+			c.awaitingW().del(id) // unreachable: settleAwait keeps the two in step
 			continue
 		}
 		if c.giveUp(id, o, rref.OwnerOnExpire) && o.local > 0 {
@@ -589,7 +585,7 @@ func (c *Core) giveUp(id RRefID, o *ownerRec, e rref.OwnerEvent) bool {
 		return false
 	}
 	c.settleAwait(id, o)
-	delete(c.ownersW(), id)
+	c.ownersW().del(id)
 	c.tombstone(id, rref.ErrorKindLost)
 	for _, wf := range o.waiting {
 		c.failFetch(id, wf, rref.ErrorKindLost)

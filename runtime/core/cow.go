@@ -71,29 +71,28 @@ func (c *Core) writes(t table) bool {
 
 // ownersW is the owners table, to change: its records and their forks,
 // waiting fetches and charges copied first if a clone shares them.
-func (c *Core) ownersW() map[RRefID]*ownerRec {
+func (c *Core) ownersW() *idMap[RRefID, *ownerRec] {
 	if c.writes(tabOwners) {
-		owners := make(map[RRefID]*ownerRec, len(c.owners))
-		for id, o := range c.owners {
+		c.owners = c.owners.clone()
+		c.owners.replace(func(o *ownerRec) *ownerRec {
 			oo := *o
-			oo.forks = maps.Clone(o.forks)
+			oo.forks = o.forks.clone()
 			oo.waiting = slices.Clone(o.waiting)
 			oo.charges = slices.Clone(o.charges)
-			owners[id] = &oo
-		}
-		c.owners = owners
+			return &oo
+		})
 	}
-	return c.owners
+	return &c.owners
 }
 
 // usersW is the users table, to change, its records copied first if a
 // clone shares them. Runs waiting for several forks stay shared among
 // their copied users, as they were among the originals.
-func (c *Core) usersW() map[ForkID]*userRec {
+func (c *Core) usersW() *idMap[ForkID, *userRec] {
 	if c.writes(tabUsers) {
 		var runs map[*pendingRun]*pendingRun // made when a user has runs: most have none
-		users := make(map[ForkID]*userRec, len(c.users))
-		for id, u := range c.users {
+		c.users = c.users.clone()
+		c.users.replace(func(u *userRec) *userRec {
 			uu := *u
 			uu.runs = nil
 			for _, r := range u.runs {
@@ -108,24 +107,22 @@ func (c *Core) usersW() map[ForkID]*userRec {
 				}
 				uu.runs = append(uu.runs, n)
 			}
-			users[id] = &uu
-		}
-		c.users = users
+			return &uu
+		})
 	}
-	return c.users
+	return &c.users
 }
 
 // pinsW is the pins table, to change.
-func (c *Core) pinsW() map[ForkID]*pinRec {
+func (c *Core) pinsW() *idMap[ForkID, *pinRec] {
 	if c.writes(tabPins) {
-		pins := make(map[ForkID]*pinRec, len(c.pins))
-		for id, p := range c.pins {
+		c.pins = c.pins.clone()
+		c.pins.replace(func(p *pinRec) *pinRec {
 			pp := *p
-			pins[id] = &pp
-		}
-		c.pins = pins
+			return &pp
+		})
 	}
-	return c.pins
+	return &c.pins
 }
 
 // flatW is a table of values (or of records never written once in it),
@@ -141,11 +138,16 @@ func flatW[K comparable, V any](c *Core, t table, m *map[K]V) map[K]V {
 func (c *Core) handlesW() map[HandleID]*handleRec { return flatW(c, tabHandles, &c.handles) }
 func (c *Core) fetchesW() map[uint64]fetchRec     { return flatW(c, tabFetches, &c.fetches) }
 func (c *Core) callsW() map[uint64]WorkerID       { return flatW(c, tabCalls, &c.calls) }
-func (c *Core) awaitingW() map[RRefID]uint64      { return flatW(c, tabAwaiting, &c.awaiting) }
-func (c *Core) chargedW() map[WorkerID]int        { return flatW(c, tabCharged, &c.charged) }
+func (c *Core) awaitingW() *idMap[RRefID, uint64] {
+	if c.writes(tabAwaiting) {
+		c.awaiting = c.awaiting.clone()
+	}
+	return &c.awaiting
+}
+func (c *Core) chargedW() map[WorkerID]int { return flatW(c, tabCharged, &c.charged) }
 
 // boundedW is a bounded memory, to change: copied first if a clone shares it.
-func boundedW[K comparable, V any](c *Core, t table, b *bounded[K, V]) *bounded[K, V] {
+func boundedW[K idKey, V any](c *Core, t table, b *bounded[K, V]) *bounded[K, V] {
 	if c.writes(t) {
 		*b = b.clone()
 	}

@@ -16,10 +16,10 @@ func TestNewIDSkipsIDsInUse(t *testing.T) {
 	for i := range next {
 		next[i] = peek.Uint64()
 	}
-	c.owners[RRefID{Worker: 1, Local: next[0]}] = &ownerRec{forks: map[ForkID]forkRec{}}
+	c.owners.put(RRefID{Worker: 1, Local: next[0]}, &ownerRec{})
 	c.tombstone(RRefID{Worker: 1, Local: next[1]}, rref.ErrorKindDeleted)
-	c.users[ForkID{Worker: 1, Local: next[2]}] = &userRec{}
-	c.pins[ForkID{Worker: 1, Local: next[3]}] = &pinRec{}
+	c.users.put(ForkID{Worker: 1, Local: next[2]}, &userRec{})
+	c.pins.put(ForkID{Worker: 1, Local: next[3]}, &pinRec{})
 	c.goneForks.add(ForkID{Worker: 1, Local: next[4]}, struct{}{})
 	if got := c.newID(); got != next[5] {
 		t.Fatalf("minted %d, want %d: the five before it are in use", got, next[5])
@@ -37,7 +37,7 @@ func TestOwnerForkSkipsItsForks(t *testing.T) {
 	id := c.handles[h].rref
 	peek := *c.ids
 	taken, free := peek.Uint64(), peek.Uint64()
-	c.owners[id].forks[ForkID{Worker: 2, Local: taken}] = forkRec{state: rref.ForkKnown, holder: 3}
+	c.owners.at(id).forks.put(ForkID{Worker: 2, Local: taken}, forkRec{state: rref.ForkKnown, holder: 3})
 	d := c.fork(c.handles[h], 3)
 	if d.Fork.Local != free {
 		t.Fatalf("minted fork %d, want %d (%d is a fork of the value already)", d.Fork.Local, free, taken)

@@ -105,12 +105,12 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 		c.dupes++ // a resent RemoteCall never re-creates a freed value
 		return nil
 	} else if gone {
-		delete(c.tombsW().m, m.RRef) // the mutant forgets the value was freed
+		c.tombsW().m.del(m.RRef) // the mutant forgets the value was freed
 	}
-	o := c.ownersW()[m.RRef]
+	o := c.ownersW().at(m.RRef)
 	created := o == nil
 	if created {
-		o = &ownerRec{state: rref.OwnerStart, forks: map[ForkID]forkRec{}}
+		o = &ownerRec{state: rref.OwnerStart}
 	}
 	awaited := o.state == rref.OwnerAwaiting
 	if c.stepOwner(o, rref.OwnerOnCreate) != genrt.Moved {
@@ -118,12 +118,12 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 		return nil
 	}
 	if created {
-		c.ownersW()[m.RRef] = o
+		c.ownersW().put(m.RRef, o)
 	}
 	if awaited {
 		c.settleAwait(m.RRef, o)
 	}
-	if f, ok := o.forks[m.Fork]; ok {
+	if f, ok := o.forks.get(m.Fork); ok {
 		if f.holder != from {
 			// A fork request overtook the RemoteCall naming the creator's own
 			// fork: only its creator holds it, so the request was a squat.
@@ -131,11 +131,11 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 			// this fork are refused from now on.
 			c.refuseErr(f.holder, rref.CodeForkRequest, ErrForkHeld, "fork %v of %v is its creator's, worker %d", m.Fork, m.RRef, from)
 			f.holder = from
-			o.forks[m.Fork] = f
+			o.forks.put(m.Fork, f)
 		}
 	} else if c.stepFork(&f, rref.ForkOnCreate) == genrt.Moved {
 		f.holder = from
-		o.forks[m.Fork] = f
+		o.forks.put(m.Fork, f)
 		o.known++
 	}
 	c.send(from, c.pools().remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
@@ -159,7 +159,7 @@ func (c *Core) refuseLateRemote(from WorkerID, m *rref.RemoteCall) {
 // onConfirm handles the owner's answer to a fork: RemoteRet for the creator's
 // fork, ForkAck for a fork requested by a user that got it from another user.
 func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, refused bool) error {
-	u := c.usersW()[fork]
+	u := c.usersW().at(fork)
 	if u == nil {
 		c.dupes++ // answered before: the record is gone
 		return nil
@@ -206,7 +206,7 @@ func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
 		return nil
 	}
 	if o != nil {
-		if f, ok := o.forks[m.Fork]; ok && f.holder != from {
+		if f, ok := o.forks.get(m.Fork); ok && f.holder != from {
 			c.send(from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindBadRequest}))
 			return c.refuseErr(from, rref.CodeFetchCall, ErrForkHeld, "fetch through fork %v, held by worker %d", m.Fork, f.holder)
 		}
@@ -233,7 +233,7 @@ func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
 		c.dupes++
 		return nil
 	}
-	u := c.usersW()[f.fork]
+	u := c.usersW().at(f.fork)
 	if u == nil || u.owner != from || u.rref != m.RRef {
 		return c.refuse(from, rref.CodeFetchRet, "reply to fetch %d from a worker that is not its owner", m.FetchID)
 	}
@@ -272,7 +272,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	var f forkRec
 	seen := false
 	if o != nil {
-		f, seen = o.forks[m.Fork]
+		f, seen = o.forks.get(m.Fork)
 	}
 	if !seen && c.forkGone(m.Fork) {
 		// Resent after the fork was deleted, or asked for by the real child
@@ -287,7 +287,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		return c.refuseErr(from, rref.CodeForkRequest, ErrForkHeld, "fork %v is held by worker %d", m.Fork, f.holder)
 	}
 	if !seen && o != nil {
-		if p, ok := o.forks[m.Parent]; ok && p.holder != m.Fork.Worker {
+		if p, ok := o.forks.get(m.Parent); ok && p.holder != m.Fork.Worker {
 			// A child's id is minted by its parent's holder.
 			c.goneForksW().add(m.Fork, struct{}{})
 			refused()
@@ -316,7 +316,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 		return nil
 	}
 	if !mutant(mutAckUnrecorded) {
-		o.forks[m.Fork] = f
+		o.forks.put(m.Fork, f)
 		o.known++
 	}
 	c.send(from, c.pools().forkAck.fill(rref.ForkAck{RRef: m.RRef, Fork: m.Fork}))
@@ -324,7 +324,7 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 }
 
 func (c *Core) onChildAccept(from WorkerID, m *rref.ChildAccept) error {
-	p := c.pinsW()[m.Child]
+	p := c.pinsW().at(m.Child)
 	if p == nil {
 		c.dupes++
 		return nil
@@ -344,8 +344,8 @@ func (c *Core) resolvePin(child ForkID, p *pinRec, e rref.ChildPinEvent) {
 	if c.stepPin(p, e) != genrt.Moved {
 		return
 	}
-	delete(c.pinsW(), child)
-	if u := c.usersW()[p.parent]; u != nil {
+	c.pinsW().del(child)
+	if u := c.usersW().at(p.parent); u != nil {
 		u.pinned--
 		c.maybeDrain(u)
 	}
@@ -358,11 +358,11 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 		}
 		return nil
 	}
-	o := c.ownersW()[m.RRef]
+	o := c.ownersW().at(m.RRef)
 	if o == nil {
 		return c.refuse(from, rref.CodeUserDelete, "delete for unknown %v", m.RRef)
 	}
-	f, ok := o.forks[m.Fork]
+	f, ok := o.forks.get(m.Fork)
 	if !ok && c.forkGone(m.Fork) {
 		c.dupes++
 		return nil
@@ -398,13 +398,13 @@ func (c *Core) PeerFailed(w WorkerID) {
 	c.dead = c.dead.with(w)
 	// Maps are walked in sorted order so the outputs, and every replay, are deterministic.
 	var lose map[RRefID]bool
-	for _, id := range sortedRRefs(c.owners) {
-		if !c.touchedByDeath(id, c.owners[id], w) {
+	for _, id := range sortedIDs(&c.owners) {
+		if !c.touchedByDeath(id, c.owners.at(id), w) {
 			continue // read, not copied: a crash reaches few of a core's values
 		}
-		o := c.ownersW()[id]
-		for _, fid := range sortedForks(o.forks) {
-			f := o.forks[fid]
+		o := c.ownersW().at(id)
+		for _, fid := range sortedIDs(&o.forks) {
+			f := o.forks.at(fid)
 			if f.holder == w && !mutant(mutDeadHolderKept) && c.stepFork(&f, rref.ForkOnHolderFailed) == genrt.Moved {
 				c.storeFork(o, fid, f)
 				o.known--
@@ -429,11 +429,11 @@ func (c *Core) PeerFailed(w WorkerID) {
 		c.maybeFree(id, o)
 	}
 	c.loseLocalHandles(lose)
-	for _, child := range sortedForks(c.pins) {
-		if p := c.pins[child]; p.owner != w && p.child != w {
+	for _, child := range sortedIDs(&c.pins) {
+		if p := c.pins.at(child); p.owner != w && p.child != w {
 			continue
 		}
-		p := c.pinsW()[child]
+		p := c.pinsW().at(child)
 		switch {
 		case p.owner == w:
 			c.resolvePin(child, p, rref.ChildPinOnOwnerFailed)
@@ -443,20 +443,20 @@ func (c *Core) PeerFailed(w WorkerID) {
 	}
 	for _, id := range sortedU64(c.fetches) {
 		f := c.fetches[id]
-		if u := c.users[f.fork]; u == nil || u.owner != w {
+		if u := c.users.at(f.fork); u == nil || u.owner != w {
 			continue
 		}
-		if u := c.usersW()[f.fork]; !mutant(mutOwnerDeathNotToFetches) {
+		if u := c.usersW().at(f.fork); !mutant(mutOwnerDeathNotToFetches) {
 			delete(c.fetchesW(), id)
 			u.fetching--
 			c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: id, Handle: f.handle, Err: rref.ErrorKindOwnerFailed})
 		}
 	}
-	for _, fid := range sortedForks(c.users) {
-		if u := c.users[fid]; u == nil || u.owner != w {
+	for _, fid := range sortedIDs(&c.users) {
+		if u := c.users.at(fid); u == nil || u.owner != w {
 			continue
 		}
-		if u := c.usersW()[fid]; u != nil {
+		if u := c.usersW().at(fid); u != nil {
 			c.stepUser(u, rref.UserOnOwnerFailed)
 			c.settleRuns(u)
 			c.maybeDrain(u)
@@ -476,7 +476,7 @@ func (c *Core) touchedByDeath(id RRefID, o *ownerRec, w WorkerID) bool {
 	if id.Worker == w && o.state == rref.OwnerAwaiting {
 		return true
 	}
-	for _, f := range o.forks {
+	for _, f := range o.forks.all() {
 		if f.holder == w {
 			return true
 		}
@@ -543,8 +543,8 @@ func callTimeout(ns uint64) time.Duration {
 // cancelPending marks the call id from worker from cancelled if it still
 // waits for its arguments' confirmation, and reports whether it did.
 func (c *Core) cancelPending(from WorkerID, id uint64) bool {
-	find := func(users map[ForkID]*userRec) *pendingRun {
-		for _, u := range users {
+	find := func(users *idMap[ForkID, *userRec]) *pendingRun {
+		for _, u := range users.all() {
 			for _, r := range u.runs {
 				if r.run.Kind == RunCall && r.run.From == from && r.run.CallID == id {
 					return r
@@ -553,7 +553,7 @@ func (c *Core) cancelPending(from WorkerID, id uint64) bool {
 		}
 		return nil
 	}
-	if find(c.users) == nil {
+	if find(&c.users) == nil {
 		return false
 	}
 	find(c.usersW()).run.Cancelled = true // the copy's own run (cow.go)

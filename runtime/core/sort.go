@@ -35,7 +35,3 @@ func sortedU64[V any](m map[uint64]V) []uint64   { return sortedKeys(m, cmp.Comp
 func sortedHandles[V any](m map[HandleID]V) []HandleID {
 	return sortedKeys(m, cmp.Compare[HandleID])
 }
-
-func compareCallKeys(a, b callKey) int {
-	return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.id, b.id))
-}

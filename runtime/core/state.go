@@ -134,10 +134,10 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 	u := genrt.AppendUvarint
 	switch t {
 	case tabOwners:
-		b = u(b, uint64(len(c.owners)))
+		b = u(b, uint64(c.owners.len()))
 		var ids [keysOnStack]RRefID
-		for _, id := range appendSortedKeys(ids[:0], c.owners, compareRRefs) {
-			o := c.owners[id]
+		for _, id := range appendSortedIDs(ids[:0], &c.owners) {
+			o := c.owners.at(id)
 			b = rref.AppendRRefID(b, &id)
 			b = append(b, byte(o.state), byte(o.err))
 			b = genrt.AppendBytes(b, o.value)
@@ -145,10 +145,10 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			b = genrt.AppendString(b, o.errMsg)
 			b = u(b, uint64(o.local))
 			b = u(b, uint64(o.known)) // counted from forks, but a bug may miscount it, and frees by it
-			b = u(b, uint64(len(o.forks)))
+			b = u(b, uint64(o.forks.len()))
 			var fids [keysOnStack]ForkID
-			for _, fid := range appendSortedKeys(fids[:0], o.forks, compareForks) {
-				f := o.forks[fid]
+			for _, fid := range appendSortedIDs(fids[:0], &o.forks) {
+				f := o.forks.at(fid)
 				b = rref.AppendForkID(b, &fid)
 				b = append(b, byte(f.state))
 				b = u(b, uint64(f.holder))
@@ -159,7 +159,7 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 				b = u(b, w.fetchID)
 				b = u(b, uint64(w.handle))
 			}
-			b = u(b, c.awaiting[id]) // the tick it began awaiting in: 0 for any other
+			b = u(b, c.awaiting.at(id)) // the tick it began awaiting in: 0 for any other
 			b = u(b, uint64(len(o.charges)))
 			for _, ch := range o.charges { // sorted by peer
 				b = u(b, uint64(ch.peer))
@@ -167,10 +167,10 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			}
 		}
 	case tabUsers:
-		b = u(b, uint64(len(c.users)))
+		b = u(b, uint64(c.users.len()))
 		var fids [keysOnStack]ForkID
-		for _, fid := range appendSortedKeys(fids[:0], c.users, compareForks) {
-			x := c.users[fid]
+		for _, fid := range appendSortedIDs(fids[:0], &c.users) {
+			x := c.users.at(fid)
 			b = rref.AppendForkID(b, &fid)
 			b = append(b, byte(x.state))
 			b = genrt.AppendBool(b, x.timedOut)
@@ -187,10 +187,10 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			}
 		}
 	case tabPins:
-		b = u(b, uint64(len(c.pins)))
+		b = u(b, uint64(c.pins.len()))
 		var fids [keysOnStack]ForkID
-		for _, fid := range appendSortedKeys(fids[:0], c.pins, compareForks) {
-			p := c.pins[fid]
+		for _, fid := range appendSortedIDs(fids[:0], &c.pins) {
+			p := c.pins.at(fid)
 			b = rref.AppendForkID(b, &fid)
 			b = append(b, byte(p.state))
 			b = rref.AppendRRefID(b, &p.rref)
@@ -226,11 +226,11 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			b = u(b, uint64(c.calls[id])) // the callee
 		}
 	case tabEarlyCancels:
-		b = u(b, uint64(len(c.earlyCancels.m)))
+		b = u(b, uint64(c.earlyCancels.m.len()))
 		var keys [keysOnStack]callKey
-		for _, k := range appendSortedKeys(keys[:0], c.earlyCancels.m, compareCallKeys) {
-			b = u(b, uint64(k.from))
-			b = u(b, k.id)
+		for _, k := range appendSortedIDs(keys[:0], &c.earlyCancels.m) {
+			b = u(b, uint64(k.Worker))
+			b = u(b, k.Local)
 		}
 	case tabDead:
 		b = u(b, uint64(len(c.dead)))
@@ -238,16 +238,16 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 			b = u(b, uint64(w))
 		}
 	case tabTombs:
-		b = u(b, uint64(len(c.tombs.m)))
+		b = u(b, uint64(c.tombs.m.len()))
 		var ids [keysOnStack]RRefID
-		for _, id := range appendSortedKeys(ids[:0], c.tombs.m, compareRRefs) {
+		for _, id := range appendSortedIDs(ids[:0], &c.tombs.m) {
 			b = rref.AppendRRefID(b, &id)
-			b = append(b, byte(c.tombs.m[id].kind))
+			b = append(b, byte(c.tombs.m.at(id).kind))
 		}
 	case tabGoneForks:
-		b = u(b, uint64(len(c.goneForks.m)))
+		b = u(b, uint64(c.goneForks.m.len()))
 		var fids [keysOnStack]ForkID
-		for _, id := range appendSortedKeys(fids[:0], c.goneForks.m, compareForks) {
+		for _, id := range appendSortedIDs(fids[:0], &c.goneForks.m) {
 			b = rref.AppendForkID(b, &id)
 		}
 	}
@@ -278,7 +278,7 @@ func (c *Core) Handle(h HandleID) HandleState {
 	case handleLost:
 		s.Owner = hr.owner
 	case handleUser:
-		if u := c.users[hr.fork]; u != nil {
+		if u := c.users.at(hr.fork); u != nil {
 			s.Owner = u.owner
 			s.Confirmed = u.state == rref.UserConfirmed
 			switch u.state {
@@ -296,24 +296,24 @@ func (c *Core) Handle(h HandleID) HandleState {
 // finished run must not rest.
 func (c *Core) Hot() []string {
 	var out []string
-	for _, id := range sortedRRefs(c.owners) {
-		o := c.owners[id]
+	for _, id := range sortedIDs(&c.owners) {
+		o := c.owners.at(id)
 		if o.state.IsHot() {
 			out = append(out, fmt.Sprintf("Owner %s %s", fmtRRef(id), o.state))
 		}
-		for _, fid := range sortedForks(o.forks) {
-			if f := o.forks[fid]; f.state.IsHot() {
+		for _, fid := range sortedIDs(&o.forks) {
+			if f := o.forks.at(fid); f.state.IsHot() {
 				out = append(out, fmt.Sprintf("Fork %s %s", fmtFork(fid), f.state))
 			}
 		}
 	}
-	for _, fid := range sortedForks(c.users) {
-		if u := c.users[fid]; u.state.IsHot() {
+	for _, fid := range sortedIDs(&c.users) {
+		if u := c.users.at(fid); u.state.IsHot() {
 			out = append(out, fmt.Sprintf("User %s %s", fmtFork(fid), u.state))
 		}
 	}
-	for _, fid := range sortedForks(c.pins) {
-		if p := c.pins[fid]; p.state.IsHot() {
+	for _, fid := range sortedIDs(&c.pins) {
+		if p := c.pins.at(fid); p.state.IsHot() {
 			out = append(out, fmt.Sprintf("ChildPin %s %s", fmtFork(fid), p.state))
 		}
 	}
@@ -326,8 +326,8 @@ func fmtFork(id ForkID) string { return fmt.Sprintf("%d:%d", id.Worker, id.Local
 // Dump describes the whole state, one record a line, in a stable order.
 func (c *Core) Dump() string {
 	var b strings.Builder
-	for _, id := range sortedRRefs(c.owners) {
-		o := c.owners[id]
+	for _, id := range sortedIDs(&c.owners) {
+		o := c.owners.at(id)
 		fmt.Fprintf(&b, "owner %s %s local=%d known=%d", fmtRRef(id), o.state, o.local, o.known)
 		if o.err != rref.ErrorKindNone {
 			fmt.Fprintf(&b, " err=%s", o.err)
@@ -338,13 +338,13 @@ func (c *Core) Dump() string {
 			fmt.Fprintf(&b, " waiting=%d", len(o.waiting))
 		}
 		b.WriteString("\n")
-		for _, fid := range sortedForks(o.forks) {
-			f := o.forks[fid]
+		for _, fid := range sortedIDs(&o.forks) {
+			f := o.forks.at(fid)
 			fmt.Fprintf(&b, "  fork %s %s holder=%d\n", fmtFork(fid), f.state, f.holder)
 		}
 	}
-	for _, fid := range sortedForks(c.users) {
-		u := c.users[fid]
+	for _, fid := range sortedIDs(&c.users) {
+		u := c.users.at(fid)
 		fmt.Fprintf(&b, "user %s of %s %s owner=%d parent=%s", fmtFork(fid), fmtRRef(u.rref), u.state, u.owner, fmtFork(u.parent))
 		if u.pinned > 0 {
 			fmt.Fprintf(&b, " pinned=%d", u.pinned)
@@ -357,13 +357,13 @@ func (c *Core) Dump() string {
 		}
 		b.WriteString("\n")
 	}
-	for _, fid := range sortedForks(c.pins) {
-		p := c.pins[fid]
+	for _, fid := range sortedIDs(&c.pins) {
+		p := c.pins.at(fid)
 		fmt.Fprintf(&b, "pin %s parent=%s child=%d %s\n", fmtFork(fid), fmtFork(p.parent), p.child, p.state)
 	}
-	if len(c.tombs.m) > 0 {
+	if c.tombs.m.len() > 0 {
 		var ts []string
-		for _, id := range sortedRRefs(c.tombs.m) {
+		for _, id := range sortedIDs(&c.tombs.m) {
 			ts = append(ts, fmtRRef(id))
 		}
 		fmt.Fprintf(&b, "tombstones %s\n", strings.Join(ts, " "))
@@ -451,26 +451,26 @@ type Held struct {
 // released or cut off are not held.
 func (c *Core) Held() []Held {
 	var out []Held
-	for _, id := range sortedRRefs(c.owners) {
-		o := c.owners[id]
+	for _, id := range sortedIDs(&c.owners) {
+		o := c.owners.at(id)
 		h := Held{Kind: HeldValue, RRef: id, Owner: c.self, Value: o.value, Local: o.local, Failed: o.err, FailMsg: o.errMsg}
-		for _, fid := range sortedForks(o.forks) {
-			if f := o.forks[fid]; f.state == rref.ForkKnown && !slices.Contains(h.Holders, f.holder) {
+		for _, fid := range sortedIDs(&o.forks) {
+			if f := o.forks.at(fid); f.state == rref.ForkKnown && !slices.Contains(h.Holders, f.holder) {
 				h.Holders = append(h.Holders, f.holder)
 			}
 		}
 		slices.Sort(h.Holders)
 		out = append(out, h)
 	}
-	for _, fid := range sortedForks(c.users) {
-		u := c.users[fid]
+	for _, fid := range sortedIDs(&c.users) {
+		u := c.users.at(fid)
 		if u.state.IsFinal() {
 			continue
 		}
 		out = append(out, Held{Kind: HeldReference, RRef: u.rref, Owner: u.owner, Confirmed: u.state == rref.UserConfirmed})
 	}
-	for _, fid := range sortedForks(c.pins) {
-		p := c.pins[fid]
+	for _, fid := range sortedIDs(&c.pins) {
+		p := c.pins.at(fid)
 		out = append(out, Held{Kind: HeldPin, RRef: p.rref, Owner: p.owner, To: p.child})
 	}
 	return out

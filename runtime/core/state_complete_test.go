@@ -22,23 +22,24 @@ func fullCore() *Core {
 	c := New(1, WithIDSeed([32]byte{1}))
 	id := RRefID{Worker: 1, Local: 7}
 	fork := ForkID{Worker: 2, Local: 8}
-	c.owners[id] = &ownerRec{state: 1, value: []byte("v"), err: 1, errCode: "code", errMsg: "msg",
-		forks: map[ForkID]forkRec{fork: {state: 1, holder: 2}}, known: 1, local: 1,
+	o := &ownerRec{state: 1, value: []byte("v"), err: 1, errCode: "code", errMsg: "msg", known: 1, local: 1,
 		waiting: []waitingFetch{{from: 2, fetchID: 3, handle: 4}}, charges: []charge{{peer: 2, n: 1}}}
-	c.awaiting[id] = 5
+	o.forks.put(fork, forkRec{state: 1, holder: 2})
+	c.owners.put(id, o)
+	c.awaiting.put(id, 5)
 	c.charged[2] = 1
-	c.users[fork] = &userRec{state: 1, owner: 3, rref: RRefID{Worker: 3, Local: 9}, fork: fork,
+	c.users.put(fork, &userRec{state: 1, owner: 3, rref: RRefID{Worker: 3, Local: 9}, fork: fork,
 		parent: ForkID{Worker: 4, Local: 10}, parentW: 4, handle: 5, pinned: 1, fetching: 1, timedOut: true,
 		runs: []*pendingRun{{waiting: 1, run: Run{Kind: RunCall, From: 2, CallID: 6, RRef: RRefID{Worker: 2, Local: 11},
-			Fn: "f", Args: []byte("a"), Handles: []HandleID{7}, Timeout: 8, Cancelled: true}}}}
-	c.pins[fork] = &pinRec{state: 1, rref: id, parent: ForkID{Worker: 1, Local: 12}, child: 3, owner: 1}
+			Fn: "f", Args: []byte("a"), Handles: []HandleID{7}, Timeout: 8, Cancelled: true}}}})
+	c.pins.put(fork, &pinRec{state: 1, rref: id, parent: ForkID{Worker: 1, Local: 12}, child: 3, owner: 1})
 	c.handles[9] = &handleRec{kind: handleLost, rref: id, fork: fork, lost: 1, owner: 2}
 	c.fetches[10] = fetchRec{handle: 9, fork: fork}
 	c.calls[11] = 2
 	c.dead = deadSet{3}
 	c.tombs.add(RRefID{Worker: 1, Local: 13}, tombstone{kind: 1})
 	c.goneForks.add(ForkID{Worker: 1, Local: 14}, struct{}{})
-	c.earlyCancels.add(callKey{from: 2, id: 15}, struct{}{})
+	c.earlyCancels.add(callKey{Worker: 2, Local: 15}, struct{}{})
 	c.drawn, c.nextLocal, c.epoch = 1, 2, 3
 	return c
 }
@@ -124,6 +125,21 @@ func changeLeaf(v reflect.Value, path string, target int, n *int, at *string) bo
 		if v.Type() == reflect.TypeFor[rref.RRefID]() || v.Type() == reflect.TypeFor[rref.ForkID]() {
 			// An id is one leaf: its worker and local parts are encoded together.
 			return changeLeaf(settable(v.Field(1)), path, target, n, at)
+		}
+		if strings.HasPrefix(v.Type().Name(), "idMap[") {
+			// A table: each live entry's value, as for a map (the keys
+			// are ids, encoded as the entries' order and names).
+			slots := settable(v.FieldByName("slots"))
+			for i := range slots.Len() {
+				slot := slots.Index(i)
+				if slotState(slot.FieldByName("state").Uint()) != slotLive {
+					continue
+				}
+				if changeLeaf(settable(slot.FieldByName("val")), path, target, n, at) {
+					return true
+				}
+			}
+			return false
 		}
 		bounded := strings.HasPrefix(v.Type().Name(), "bounded[")
 		for i := range v.NumField() {

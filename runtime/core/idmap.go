@@ -1,0 +1,280 @@
+package core
+
+import (
+	"iter"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/rrefkit/rref/generated/rref"
+)
+
+// idKey is a key of the core's hottest tables: an RRef or a fork id, a
+// worker and a 64-bit local part.
+type idKey interface {
+	~struct {
+		Worker rref.WorkerID
+		Local  uint64
+	}
+}
+
+// idMap is a hash table keyed by RRef or fork ids, written for the core's
+// two hot paths: a handled control message makes about a dozen lookups,
+// and an explorer copies whole tables on a clone's first write.
+//
+// A Go map of these padded two-field structs hashes them field by field
+// through the runtime's generic path, a third of a control message's time
+// in a profile; here a key is mixed with one 64-bit multiply. A copy is
+// one slice copy, where a Go map's clone walks its groups.
+//
+// Keys come from peers, so the mix is seeded per process (idSeed): a peer
+// that does not know the seed cannot choose keys that collide. Linear
+// probing; a deleted entry leaves a tombstone, so that deleting during a
+// walk (all) moves nothing the walk has yet to see; tombstones go when the
+// table is rebuilt. The zero value is an empty table.
+type idMap[K idKey, V any] struct {
+	slots []idSlot[K, V] // a power of two long, or nil
+	live  int            // keys present
+	taken int            // slots not free: live ones and tombstones
+}
+
+type idSlot[K idKey, V any] struct {
+	key   K
+	state slotState
+	val   V
+}
+
+type slotState uint8
+
+const (
+	slotFree slotState = iota
+	slotLive
+	slotDead   // a tombstone: deleted, still on some key's probe path
+	slotMoving // live, during dropTombstones only
+)
+
+// idMapMinSlots is a table's first size: most tables of a core hold a
+// handful of ids.
+const idMapMinSlots = 8
+
+// idSeed keys the mix of every idMap of the process (see idMap): drawn
+// once from the runtime's random source, never shown.
+var idSeed = [2]uint64{rand.Uint64() | 1, rand.Uint64()}
+
+// idHash mixes a key into 64 bits: the high and low halves of a 128-bit
+// product of its two words, each first xored with the seed (the mixing
+// step of wyhash, which Go's runtime uses too).
+func idHash[K idKey](k K) uint64 {
+	f := rref.ForkID(k)
+	hi, lo := bits.Mul64(f.Local^idSeed[0], uint64(f.Worker)^idSeed[1]^0x9e3779b97f4a7c15)
+	return hi ^ lo
+}
+
+// find returns the slot holding k, or -1.
+func (m *idMap[K, V]) find(k K) int {
+	if m.live == 0 {
+		return -1
+	}
+	mask := len(m.slots) - 1
+	for i := int(idHash(k)) & mask; ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		switch {
+		case s.state == slotFree:
+			return -1
+		case s.state == slotLive && s.key == k:
+			return i
+		}
+	}
+}
+
+func (m *idMap[K, V]) get(k K) (V, bool) {
+	if i := m.find(k); i >= 0 {
+		return m.slots[i].val, true
+	}
+	var zero V
+	return zero, false
+}
+
+// at is k's value, or the zero value when k is absent.
+func (m *idMap[K, V]) at(k K) V {
+	v, _ := m.get(k)
+	return v
+}
+
+func (m *idMap[K, V]) has(k K) bool { return m.find(k) >= 0 }
+
+func (m *idMap[K, V]) len() int { return m.live }
+
+// put sets k's value.
+func (m *idMap[K, V]) put(k K, v V) {
+	if (m.taken+1)*4 > len(m.slots)*3 {
+		m.rebuild()
+	}
+	mask := len(m.slots) - 1
+	grave := -1 // the first tombstone on k's path: where k goes if absent
+	for i := int(idHash(k)) & mask; ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		switch s.state {
+		case slotLive:
+			if s.key == k {
+				s.val = v
+				return
+			}
+		case slotDead:
+			if grave < 0 {
+				grave = i
+			}
+		case slotFree:
+			if grave >= 0 {
+				i = grave
+			} else {
+				m.taken++
+			}
+			m.slots[i] = idSlot[K, V]{key: k, state: slotLive, val: v}
+			m.live++
+			return
+		}
+	}
+}
+
+// del removes k, if present.
+func (m *idMap[K, V]) del(k K) {
+	i := m.find(k)
+	if i < 0 {
+		return
+	}
+	var zero V
+	m.slots[i].val = zero // let the value go
+	m.slots[i].state = slotDead
+	m.live--
+	if m.live == 0 {
+		clear(m.slots) // every path is empty again
+		m.taken = 0
+	}
+}
+
+// rebuild rehashes into a table sized for the live keys, tombstones
+// dropped: twice as large when live keys fill more than 3/8 of it (so
+// that 3/8 of it is left to fill before the next rebuild: a full
+// bounded memory deletes and adds at every step), and otherwise
+// where it is (dropTombstones), since a worker's steady traffic adds and
+// deletes forks for ever and must not allocate for it.
+func (m *idMap[K, V]) rebuild() {
+	n := max(idMapMinSlots, len(m.slots))
+	if (m.live+1)*8 > n*3 {
+		n *= 2
+	}
+	if n == len(m.slots) {
+		m.dropTombstones()
+		return
+	}
+	old := m.slots
+	m.slots = make([]idSlot[K, V], n)
+	mask := n - 1
+	for _, s := range old {
+		if s.state != slotLive {
+			continue
+		}
+		i := int(idHash(s.key)) & mask
+		for m.slots[i].state != slotFree {
+			i = (i + 1) & mask
+		}
+		m.slots[i] = s
+	}
+	m.taken = m.live
+}
+
+// dropTombstones rehashes the table in place. Every live entry is first
+// marked as moving and every tombstone freed; then each moving entry is
+// carried to the first free or moving slot from its home, and a moving
+// entry found there is carried on in turn. A placed entry is never moved
+// again and the slots before it on its path are all placed ones, so every
+// entry stays reachable; each step places one, so it ends.
+func (m *idMap[K, V]) dropTombstones() {
+	for i := range m.slots {
+		switch m.slots[i].state {
+		case slotLive:
+			m.slots[i].state = slotMoving
+		case slotDead:
+			m.slots[i] = idSlot[K, V]{}
+		}
+	}
+	mask := len(m.slots) - 1
+	for i := range m.slots {
+		if m.slots[i].state != slotMoving {
+			continue
+		}
+		carried := m.slots[i]
+		m.slots[i] = idSlot[K, V]{}
+		for {
+			j := int(idHash(carried.key)) & mask
+			for m.slots[j].state == slotLive {
+				j = (j + 1) & mask
+			}
+			carried.state = slotLive
+			if m.slots[j].state == slotFree {
+				m.slots[j] = carried
+				break
+			}
+			carried, m.slots[j] = m.slots[j], carried
+		}
+	}
+	m.taken = m.live
+}
+
+// all walks the live keys. A key deleted during the walk and not yet
+// reached is not seen; one added may be seen or not, as with a Go map.
+func (m *idMap[K, V]) all() iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		slots := m.slots
+		for i := range slots {
+			s := &slots[i]
+			if s.state != slotLive {
+				continue
+			}
+			k, v := s.key, s.val
+			if len(m.slots) != len(slots) || &m.slots[0] != &slots[0] {
+				// Rebuilt by a put during the walk: what it still walks is
+				// a stale copy, to be checked against the table.
+				j := m.find(k)
+				if j < 0 {
+					continue
+				}
+				v = m.slots[j].val
+			}
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// clone is an independent copy (the values themselves are copied as they
+// are: pointers still point at the same records).
+func (m *idMap[K, V]) clone() idMap[K, V] {
+	return idMap[K, V]{slots: slices.Clone(m.slots), live: m.live, taken: m.taken}
+}
+
+// replace sets each value to f of it, in place: how a copy gets copies of
+// the records its original points at.
+func (m *idMap[K, V]) replace(f func(V) V) {
+	for i := range m.slots {
+		if s := &m.slots[i]; s.state == slotLive {
+			s.val = f(s.val)
+		}
+	}
+}
+
+// sortedIDs lists m's keys in id order: tables are walked in a fixed order
+// so outputs, state encodings and replays are deterministic.
+func sortedIDs[K idKey, V any](m *idMap[K, V]) []K {
+	return appendSortedIDs(make([]K, 0, m.len()), m)
+}
+
+func appendSortedIDs[K idKey, V any](dst []K, m *idMap[K, V]) []K {
+	for k := range m.all() {
+		dst = append(dst, k)
+	}
+	slices.SortFunc(dst, func(a, b K) int { return compareForks(rref.ForkID(a), rref.ForkID(b)) })
+	return dst
+}

@@ -1,0 +1,265 @@
+package core
+
+import (
+	"maps"
+	"math/rand/v2"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestIDMapAgainstAGoMap drives an idMap and a Go map with the same puts,
+// deletes, gets, clones and walks (deleting and adding as they go), over
+// keys drawn from a few workers and a small range of local ids so that
+// they collide and probe, and requires the same answers.
+func TestIDMapAgainstAGoMap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var m idMap[ForkID, int]
+		model := map[ForkID]int{}
+		var clones []idMap[ForkID, int]
+		var cloneModels []map[ForkID]int
+		key := rapid.Custom(func(t *rapid.T) ForkID {
+			return ForkID{Worker: WorkerID(rapid.IntRange(0, 3).Draw(t, "w")), Local: rapid.Uint64Range(0, 40).Draw(t, "l")}
+		})
+		check := func(what string) {
+			if m.len() != len(model) {
+				t.Fatalf("%s: len %d, want %d", what, m.len(), len(model))
+			}
+			seen := map[ForkID]int{}
+			for k, v := range m.all() {
+				if _, twice := seen[k]; twice {
+					t.Fatalf("%s: %v walked twice", what, k)
+				}
+				seen[k] = v
+			}
+			if !maps.Equal(seen, model) {
+				t.Fatalf("%s: walked %v, want %v", what, seen, model)
+			}
+		}
+		for range rapid.IntRange(1, 300).Draw(t, "ops") {
+			switch rapid.IntRange(0, 6).Draw(t, "op") {
+			case 0, 1:
+				k, v := key.Draw(t, "k"), rapid.Int().Draw(t, "v")
+				m.put(k, v)
+				model[k] = v
+			case 2:
+				k := key.Draw(t, "k")
+				m.del(k)
+				delete(model, k)
+			case 3:
+				k := key.Draw(t, "k")
+				v, ok := m.get(k)
+				mv, mok := model[k]
+				if v != mv || ok != mok || m.has(k) != mok || m.at(k) != mv {
+					t.Fatalf("get %v: %d %v, want %d %v", k, v, ok, mv, mok)
+				}
+			case 4:
+				clones = append(clones, m.clone())
+				cloneModels = append(cloneModels, maps.Clone(model))
+			case 5: // a walk that deletes what it meets, one in two, and adds keys
+				add := key.Draw(t, "add")
+				n := 0
+				for k := range m.all() {
+					if _, ok := model[k]; !ok {
+						t.Fatalf("walk met %v, deleted before it was reached", k)
+					}
+					if n%2 == 0 {
+						m.del(k)
+						delete(model, k)
+					}
+					if n == 1 {
+						m.put(add, n)
+						model[add] = n
+					}
+					n++
+				}
+			case 6: // a walk that deletes keys ahead of it: none may be met after
+				gone := map[ForkID]bool{}
+				for k := range m.all() {
+					if gone[k] {
+						t.Fatalf("walk met %v after deleting it", k)
+					}
+					for j := range 3 {
+						o := ForkID{Worker: k.Worker, Local: k.Local + uint64(j) + 1}
+						if _, ok := model[o]; ok {
+							m.del(o)
+							delete(model, o)
+							gone[o] = true
+						}
+					}
+					added := ForkID{Worker: 9, Local: k.Local}
+					m.put(added, 1) // may rebuild the table under the walk
+					model[added] = 1
+					delete(gone, added) // back again: it may be met
+				}
+			}
+			check("after an op")
+		}
+		for i := range clones {
+			m, model = clones[i], cloneModels[i]
+			check("a clone, after its original changed")
+		}
+	})
+}
+
+// TestIDMapCollidingKeys: keys that share every bit the table indexes by
+// before mixing (one worker, locals a table's size apart) still spread,
+// and a table refilled after a million deletes stays small.
+func TestIDMapCollidingKeys(t *testing.T) {
+	var m idMap[RRefID, int]
+	for i := range uint64(4096) {
+		m.put(RRefID{Worker: 1, Local: i << 32}, int(i))
+	}
+	mask := len(m.slots) - 1
+	longest := 0
+	for k := range m.all() {
+		home := int(idHash(k)) & mask
+		probe := 0
+		for i := home; m.slots[i].key != k; i = (i + 1) & mask {
+			probe++
+		}
+		longest = max(longest, probe)
+	}
+	if longest > 64 {
+		t.Errorf("a key sits %d slots past its home in a table of %d", longest, len(m.slots))
+	}
+	var churn idMap[ForkID, bool]
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 1_000_000 {
+		k := ForkID{Worker: WorkerID(rng.Uint32()), Local: rng.Uint64()}
+		churn.put(k, true)
+		if i%2 == 1 || churn.len() > 10 {
+			for k := range churn.all() {
+				churn.del(k)
+				break
+			}
+		}
+	}
+	if len(churn.slots) > 64 {
+		t.Errorf("a table of at most 11 keys grew to %d slots under churn", len(churn.slots))
+	}
+}
+
+// TestIDMapZeroKeyAndEmpty: the zero id is a key like any other, and an
+// empty table answers without slots.
+func TestIDMapZeroKeyAndEmpty(t *testing.T) {
+	var m idMap[ForkID, string]
+	if _, ok := m.get(ForkID{}); ok || m.len() != 0 {
+		t.Fatal("an empty table has a key")
+	}
+	m.del(ForkID{})
+	m.put(ForkID{}, "zero")
+	if v, ok := m.get(ForkID{}); !ok || v != "zero" {
+		t.Fatalf("zero key: %q %v", v, ok)
+	}
+	m.del(ForkID{})
+	if m.has(ForkID{}) || m.len() != 0 || m.taken != 0 {
+		t.Fatalf("after delete: has %v len %d taken %d", m.has(ForkID{}), m.len(), m.taken)
+	}
+}
+
+func BenchmarkIDMapLookup(b *testing.B) {
+	const n = 64
+	keys := make([]ForkID, n)
+	var m idMap[ForkID, *userRec]
+	gm := map[ForkID]*userRec{}
+	for i := range keys {
+		keys[i] = ForkID{Worker: WorkerID(i%3 + 1), Local: rand.Uint64()}
+		m.put(keys[i], &userRec{})
+		gm[keys[i]] = &userRec{}
+	}
+	b.Run("idMap", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, ok := m.get(keys[i%n]); !ok {
+				b.Fatal("missing")
+			}
+			i++
+		}
+	})
+	b.Run("gomap", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, ok := gm[keys[i%n]]; !ok {
+				b.Fatal("missing")
+			}
+			i++
+		}
+	})
+	b.Run("idMap-clone", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = m.clone()
+		}
+	})
+	b.Run("gomap-clone", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = maps.Clone(gm)
+		}
+	})
+}
+
+// TestIDMapChurnAtAFixedSize: a table that holds a thousand keys while
+// one is deleted and another added at every step (the owner's memory of
+// deleted forks, full) is rebuilt where it is, without allocating, and
+// keeps every key it should.
+func TestIDMapChurnAtAFixedSize(t *testing.T) {
+	const size = 1000
+	var m idMap[ForkID, uint64]
+	model := map[ForkID]uint64{}
+	var ring []ForkID
+	rng := rand.New(rand.NewPCG(3, 4))
+	add := func() {
+		k := ForkID{Worker: WorkerID(rng.IntN(4)), Local: rng.Uint64()}
+		m.put(k, k.Local)
+		model[k] = k.Local
+		ring = append(ring, k)
+	}
+	for range size {
+		add()
+	}
+	step := func() {
+		m.del(ring[0])
+		delete(model, ring[0])
+		ring = ring[1:]
+		add()
+	}
+	for range 4 * size { // the table finds its size under churn
+		step()
+	}
+	slots := len(m.slots)
+	allocs := testing.AllocsPerRun(20_000, func() {
+		m.del(ring[0])
+		ring = append(ring[:0], ring[1:]...)
+		k := ForkID{Worker: WorkerID(rng.IntN(4)), Local: rng.Uint64()}
+		m.put(k, k.Local)
+		ring = append(ring, k)
+	})
+	if allocs != 0 || len(m.slots) != slots {
+		t.Errorf("churn at a fixed size: %.2f allocations a step, table %d slots from %d", allocs, len(m.slots), slots)
+	}
+	// The same churn against a model.
+	clear(model)
+	for _, k := range ring {
+		model[k] = k.Local
+	}
+	for range 50_000 {
+		step()
+	}
+	if m.len() != len(model) || m.taken > len(m.slots)*3/4 {
+		t.Fatalf("len %d taken %d of %d, want len %d", m.len(), m.taken, len(m.slots), len(model))
+	}
+	for k, v := range model {
+		if got, ok := m.get(k); !ok || got != v {
+			t.Fatalf("%v: %d %v, want %d", k, got, ok, v)
+		}
+	}
+	for k := range m.all() {
+		if _, ok := model[k]; !ok {
+			t.Fatalf("%v walked, deleted long ago", k)
+		}
+	}
+}
