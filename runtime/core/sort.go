@@ -29,9 +29,7 @@ func compareForks(a, b ForkID) int {
 	return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Local, b.Local))
 }
 
-func sortedRRefs[V any](m map[RRefID]V) []RRefID { return sortedKeys(m, compareRRefs) }
-func sortedForks[V any](m map[ForkID]V) []ForkID { return sortedKeys(m, compareForks) }
-func sortedU64[V any](m map[uint64]V) []uint64   { return sortedKeys(m, cmp.Compare[uint64]) }
+func sortedU64[V any](m map[uint64]V) []uint64 { return sortedKeys(m, cmp.Compare[uint64]) }
 func sortedHandles[V any](m map[HandleID]V) []HandleID {
 	return sortedKeys(m, cmp.Compare[HandleID])
 }
