@@ -8,6 +8,7 @@
 package genrt
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -126,13 +127,58 @@ func ConsumeUvarint(b []byte) (uint64, int, error) {
 }
 
 // consumeUvarintLong is ConsumeUvarint past its one-byte fast path.
+// With eight bytes at hand it reads them as one word: the first byte
+// without its high bit ends the number, and the 7-bit groups before it are
+// gathered with shifts and masks, no branch per byte. Random 64-bit ids,
+// which the RRef protocol sends in every message, take nine or ten bytes:
+// eight at once, then the last one or two.
 func consumeUvarintLong(b []byte) (uint64, int, error) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
+	if len(b) < 8 {
+		return consumeUvarintSlow(b)
+	}
+	w := binary.LittleEndian.Uint64(b)
+	if ends := ^w & 0x8080808080808080; ends != 0 {
+		n := bits.TrailingZeros64(ends)/8 + 1 // bytes in the number
+		if n > 1 && byte(w>>(8*(n-1))) == 0 {
+			return 0, 0, ErrNonCanonical // a trailing zero group: a longer spelling of a smaller number
+		}
+		w &= ^uint64(0) >> (64 - 8*n) // the number's bytes only
+		return gather7(w), n, nil
+	}
+	v := gather7(w) // eight groups of seven bits: 56 bits
+	for i := 8; i < len(b) && i < 10; i++ {
 		c := b[i]
 		if i == 9 && c > 1 {
 			return 0, 0, ErrOverflow
 		}
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if c == 0 {
+				return 0, 0, ErrNonCanonical
+			}
+			return v, i + 1, nil
+		}
+	}
+	if len(b) >= 10 {
+		return 0, 0, ErrOverflow
+	}
+	return 0, 0, ErrTruncated
+}
+
+// gather7 packs the low seven bits of each byte of w, the first byte
+// lowest.
+func gather7(w uint64) uint64 {
+	w = w&0x007f007f007f007f | (w&0x7f007f007f007f00)>>1    // pairs: 14 bits in each 16
+	w = w&0x00003fff00003fff | (w&0x3fff00003fff0000)>>2    // quads: 28 bits in each 32
+	return w&0x000000000fffffff | (w&0x0fffffff00000000)>>4 // 56 bits
+}
+
+// consumeUvarintSlow reads a uvarint a byte at a time: near the end of
+// the input, where a word cannot be loaded.
+func consumeUvarintSlow(b []byte) (uint64, int, error) {
+	var v uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		c := b[i]
 		v |= uint64(c&0x7f) << (7 * i)
 		if c < 0x80 {
 			if c == 0 && i > 0 {
@@ -143,10 +189,7 @@ func consumeUvarintLong(b []byte) (uint64, int, error) {
 			return v, i + 1, nil
 		}
 	}
-	if len(b) >= 10 {
-		return 0, 0, ErrOverflow
-	}
-	return 0, 0, ErrTruncated
+	return 0, 0, ErrTruncated // fewer than eight bytes, all continued
 }
 
 // ConsumeUvarintMax reads a uvarint that must not exceed max.
