@@ -89,12 +89,13 @@ func ExploreEach(scenarios iter.Seq[*Scenario], parallel int, opt Options, optFo
 			}
 			delete(held, next)
 			next++
-			<-window
 			if !report(d.sc, d.r) {
 				stopped = true
 				close(stop)
 				break
 			}
+			<-window // after the report: while it runs, its token still counts
+
 		}
 	}
 	producer.Wait()
