@@ -21,18 +21,17 @@ func newBounded[K idKey, V any](limit int) bounded[K, V] {
 
 // add remembers k (a key already present keeps its first value).
 func (b *bounded[K, V]) add(k K, v V) {
-	if b.m.has(k) {
+	if !b.m.add(k, v) {
 		return
 	}
 	if len(b.ring) < b.limit {
 		b.ring = append(b.ring, k)
-	} else {
-		b.m.del(b.ring[b.next])
-		b.forgot++
-		b.ring[b.next] = k
-		b.next = (b.next + 1) % b.limit
+		return
 	}
-	b.m.put(k, v)
+	b.m.delShifting(b.ring[b.next])
+	b.forgot++
+	b.ring[b.next] = k
+	b.next = (b.next + 1) % b.limit
 }
 
 func (b *bounded[K, V]) get(k K) (V, bool) { return b.m.get(k) }

@@ -70,6 +70,13 @@ func idHash[K idKey](k K) uint64 {
 	return hi ^ lo
 }
 
+// sameID compares two ids field by field: == on a type parameter calls
+// the runtime's generic equality, which costs a call per probe.
+func sameID[K idKey](a, b K) bool {
+	x, y := rref.ForkID(a), rref.ForkID(b)
+	return x.Local == y.Local && x.Worker == y.Worker
+}
+
 // find returns the slot holding k, or -1.
 func (m *idMap[K, V]) find(k K) int {
 	if m.live == 0 {
@@ -81,7 +88,7 @@ func (m *idMap[K, V]) find(k K) int {
 		switch {
 		case s.state == slotFree:
 			return -1
-		case s.state == slotLive && s.key == k:
+		case s.state == slotLive && sameID(s.key, k):
 			return i
 		}
 	}
@@ -106,7 +113,15 @@ func (m *idMap[K, V]) has(k K) bool { return m.find(k) >= 0 }
 func (m *idMap[K, V]) len() int { return m.live }
 
 // put sets k's value.
-func (m *idMap[K, V]) put(k K, v V) {
+func (m *idMap[K, V]) put(k K, v V) { m.store(k, v, true) }
+
+// add sets k's value if k is absent, and reports whether it was: one
+// probe where has and put take two.
+func (m *idMap[K, V]) add(k K, v V) bool { return m.store(k, v, false) }
+
+// store sets k's value, or when k is present and replace is not set
+// leaves it; it reports whether k was absent.
+func (m *idMap[K, V]) store(k K, v V, replace bool) bool {
 	if (m.taken+1)*4 > len(m.slots)*3 {
 		m.rebuild()
 	}
@@ -116,9 +131,11 @@ func (m *idMap[K, V]) put(k K, v V) {
 		s := &m.slots[i]
 		switch s.state {
 		case slotLive:
-			if s.key == k {
-				s.val = v
-				return
+			if sameID(s.key, k) {
+				if replace {
+					s.val = v
+				}
+				return false
 			}
 		case slotDead:
 			if grave < 0 {
@@ -132,7 +149,7 @@ func (m *idMap[K, V]) put(k K, v V) {
 			}
 			m.slots[i] = idSlot[K, V]{key: k, state: slotLive, val: v}
 			m.live++
-			return
+			return true
 		}
 	}
 }
@@ -151,6 +168,35 @@ func (m *idMap[K, V]) del(k K) {
 		clear(m.slots) // every path is empty again
 		m.taken = 0
 	}
+}
+
+// delShifting removes k, if present, leaving no tombstone: the entries
+// after it on its cluster that may move back are moved back (backward-shift
+// deletion). It must not run during a walk of m, which it may make miss an
+// entry; the bounded memories use it, which are never walked while they
+// change, and churn for ever: a tombstone per step would fill their
+// tables with dead slots to probe past and rebuild.
+func (m *idMap[K, V]) delShifting(k K) {
+	i := m.find(k)
+	if i < 0 {
+		return
+	}
+	mask := len(m.slots) - 1
+	for j := (i + 1) & mask; m.slots[j].state != slotFree; j = (j + 1) & mask {
+		// The entry at j may fill the hole at i unless its home lies
+		// cyclically in (i, j]: then i is before its home, where a probe
+		// for it never looks.
+		home := int(idHash(m.slots[j].key)) & mask
+		if (j-home)&mask < (j-i)&mask {
+			continue
+		}
+		m.slots[i] = m.slots[j]
+		i = j
+	}
+	m.slots[i] = idSlot[K, V]{} // k's slot, or the last one an entry left
+
+	m.live--
+	m.taken--
 }
 
 // rebuild rehashes into a table sized for the live keys, tombstones

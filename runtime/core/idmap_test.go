@@ -38,13 +38,26 @@ func TestIDMapAgainstAGoMap(t *testing.T) {
 		}
 		for range rapid.IntRange(1, 300).Draw(t, "ops") {
 			switch rapid.IntRange(0, 6).Draw(t, "op") {
-			case 0, 1:
+			case 0:
 				k, v := key.Draw(t, "k"), rapid.Int().Draw(t, "v")
 				m.put(k, v)
 				model[k] = v
+			case 1: // add: sets only an absent key, and says which it was
+				k, v := key.Draw(t, "k"), rapid.Int().Draw(t, "v")
+				_, present := model[k]
+				if added := m.add(k, v); added == present {
+					t.Fatalf("add %v: added %v, but present %v", k, added, present)
+				}
+				if !present {
+					model[k] = v
+				}
 			case 2:
 				k := key.Draw(t, "k")
-				m.del(k)
+				if rapid.Bool().Draw(t, "shifting") {
+					m.delShifting(k)
+				} else {
+					m.del(k)
+				}
 				delete(model, k)
 			case 3:
 				k := key.Draw(t, "k")
@@ -200,6 +213,43 @@ func BenchmarkIDMapLookup(b *testing.B) {
 			_ = maps.Clone(gm)
 		}
 	})
+}
+
+// TestIDMapShiftingDeletesLeaveNoTombstone: a table churned by shifting
+// deletes alone, over keys that share their homes, holds no tombstone and
+// answers as a Go map does.
+func TestIDMapShiftingDeletesLeaveNoTombstone(t *testing.T) {
+	var m idMap[ForkID, int]
+	model := map[ForkID]int{}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 200_000 {
+		k := ForkID{Worker: WorkerID(rng.IntN(2)), Local: uint64(rng.IntN(300))}
+		if rng.IntN(2) == 0 {
+			m.put(k, i)
+			model[k] = i
+		} else {
+			m.delShifting(k)
+			delete(model, k)
+		}
+	}
+	if m.taken != m.live || m.live != len(model) {
+		t.Fatalf("taken %d, live %d, want both %d: a shifting delete left a tombstone", m.taken, m.live, len(model))
+	}
+	for _, s := range m.slots {
+		if s.state == slotDead {
+			t.Fatal("a tombstone in a table only shifting deletes changed")
+		}
+	}
+	for k, v := range model {
+		if got, ok := m.get(k); !ok || got != v {
+			t.Fatalf("%v: %d %v, want %d", k, got, ok, v)
+		}
+	}
+	for k := range m.all() {
+		if _, ok := model[k]; !ok {
+			t.Fatalf("%v still in the table", k)
+		}
+	}
 }
 
 // TestIDMapChurnAtAFixedSize: a table that holds a thousand keys while
