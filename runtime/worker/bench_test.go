@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"runtime"
 	"testing"
 )
 
@@ -31,12 +32,55 @@ func BenchmarkCallMem(b *testing.B) {
 func BenchmarkCallSHM(b *testing.B) { benchCall(b, "shm") }
 func BenchmarkCallTCP(b *testing.B) { benchCall(b, "tcp") }
 
-// benchCall measures Call round trips between two workers of this process.
-func benchCall(b *testing.B, transport string) {
+// BenchmarkCallTCPParallel and BenchmarkCallSHMParallel are calls from 16
+// goroutines at once, as bench rpc's 16-caller column: what batching
+// several callers' frames into one write and one wake-up buys.
+func BenchmarkCallTCPParallel(b *testing.B) { benchCallParallel(b, "tcp") }
+func BenchmarkCallSHMParallel(b *testing.B) { benchCallParallel(b, "shm") }
+
+// BenchmarkRemoteToHereTCP is BenchmarkRemoteToHereMem over tcp, the
+// transport where a round trip costs most.
+func BenchmarkRemoteToHereTCP(b *testing.B) {
+	_, client := startBenchPair(b, "tcp")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := Remote[int64](ctx, client, "server", "add", [2]int64{1, 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if v, err := r.ToHere(ctx); err != nil || v != 3 {
+			b.Fatal(v, err)
+		}
+		r.Release()
+	}
+}
+
+// benchCallers is how many goroutines call at once in the parallel
+// benchmarks, as in bench rpc.
+const benchCallers = 16
+
+func benchCallParallel(b *testing.B, transport string) {
+	_, client := startBenchPair(b, transport)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism((benchCallers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := Call[int64](ctx, client, "server", "add", [2]int64{1, 2}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// startBenchPair starts a server with an "add" function and a client,
+// two workers of this process over transport, closed when b ends.
+func startBenchPair(b *testing.B, transport string) (server, client *Worker) {
 	peers := peersFor(transport)
 	peers[0].Name, peers[1].Name = "server", "client"
 	ctx := context.Background()
-	var server *Worker
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -53,11 +97,16 @@ func benchCall(b *testing.B, transport string) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	defer server.Close()
-	defer client.Close()
+	b.Cleanup(func() { client.Close(); server.Close() })
+	return server, client
+}
+
+// benchCall measures Call round trips between two workers of this process.
+func benchCall(b *testing.B, transport string) {
+	_, client := startBenchPair(b, transport)
+	ctx := context.Background()
 	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	for b.Loop() {
 		if _, err := Call[int64](ctx, client, "server", "add", [2]int64{1, 2}); err != nil {
 			b.Fatal(err)
 		}
