@@ -164,11 +164,21 @@ func (m *idMap[K, V]) del(k K) {
 	m.slots[i].val = zero // let the value go
 	m.slots[i].state = slotDead
 	m.live--
-	if m.live == 0 {
-		clear(m.slots) // every path is empty again
+	if m.live == 0 && len(m.slots) <= idMapClearRatio*m.taken {
+		// Every path is empty again; the clear costs the table's size,
+		// paid for by the deletes that left the tombstones. A table that
+		// once held many keys and now churns one keeps its tombstones
+		// instead, until a put rebuilds it: a peer that grew an owner's
+		// forks and then adds and deletes one at a time would otherwise
+		// make every delete clear the whole table.
+		clear(m.slots)
 		m.taken = 0
 	}
 }
+
+// idMapClearRatio is how many slots a delete that empties a table may
+// clear per tombstone it clears.
+const idMapClearRatio = 8
 
 // delShifting removes k, if present, leaving no tombstone: the entries
 // after it on its cluster that may move back are moved back (backward-shift
@@ -268,27 +278,14 @@ func (m *idMap[K, V]) dropTombstones() {
 	m.taken = m.live
 }
 
-// all walks the live keys. A key deleted during the walk and not yet
-// reached is not seen; one added may be seen or not, as with a Go map.
+// all walks the live keys. The walker may delete keys: one deleted
+// before the walk reached it is not seen, since a delete moves nothing. It
+// must not put or add, which may rehash the table in place under the walk
+// (the core's walks only read, or delete).
 func (m *idMap[K, V]) all() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
-		slots := m.slots
-		for i := range slots {
-			s := &slots[i]
-			if s.state != slotLive {
-				continue
-			}
-			k, v := s.key, s.val
-			if len(m.slots) != len(slots) || &m.slots[0] != &slots[0] {
-				// Rebuilt by a put during the walk: what it still walks is
-				// a stale copy, to be checked against the table.
-				j := m.find(k)
-				if j < 0 {
-					continue
-				}
-				v = m.slots[j].val
-			}
-			if !yield(k, v) {
+		for i := range m.slots {
+			if s := &m.slots[i]; s.state == slotLive && !yield(s.key, s.val) {
 				return
 			}
 		}

@@ -69,41 +69,45 @@ func TestIDMapAgainstAGoMap(t *testing.T) {
 			case 4:
 				clones = append(clones, m.clone())
 				cloneModels = append(cloneModels, maps.Clone(model))
-			case 5: // a walk that deletes what it meets, one in two, and adds keys
-				add := key.Draw(t, "add")
+			case 5: // a walk that deletes what it meets, one in two: every key met once
+				before := maps.Clone(model)
+				met := map[ForkID]int{}
 				n := 0
 				for k := range m.all() {
-					if _, ok := model[k]; !ok {
-						t.Fatalf("walk met %v, deleted before it was reached", k)
-					}
+					met[k]++
 					if n%2 == 0 {
 						m.del(k)
 						delete(model, k)
 					}
-					if n == 1 {
-						m.put(add, n)
-						model[add] = n
-					}
 					n++
 				}
-			case 6: // a walk that deletes keys ahead of it: none may be met after
+				for k := range before {
+					if met[k] != 1 {
+						t.Fatalf("a walk deleting what it met met %v %d times", k, met[k])
+					}
+				}
+			case 6: // a walk that deletes keys ahead of it: none is met after, the rest once
+				before := maps.Clone(model)
 				gone := map[ForkID]bool{}
+				met := map[ForkID]int{}
 				for k := range m.all() {
 					if gone[k] {
 						t.Fatalf("walk met %v after deleting it", k)
 					}
+					met[k]++
 					for j := range 3 {
 						o := ForkID{Worker: k.Worker, Local: k.Local + uint64(j) + 1}
-						if _, ok := model[o]; ok {
+						if _, ok := model[o]; ok && met[o] == 0 {
 							m.del(o)
 							delete(model, o)
 							gone[o] = true
 						}
 					}
-					added := ForkID{Worker: 9, Local: k.Local}
-					m.put(added, 1) // may rebuild the table under the walk
-					model[added] = 1
-					delete(gone, added) // back again: it may be met
+				}
+				for k := range before {
+					if !gone[k] && met[k] != 1 {
+						t.Fatalf("%v, never deleted, met %d times", k, met[k])
+					}
 				}
 			}
 			check("after an op")
@@ -150,6 +154,39 @@ func TestIDMapCollidingKeys(t *testing.T) {
 	}
 	if len(churn.slots) > 64 {
 		t.Errorf("a table of at most 11 keys grew to %d slots under churn", len(churn.slots))
+	}
+}
+
+// TestIDMapChurnAfterAPeakClearsNothing: a peer that grows an owner's
+// forks to a peak, deletes them all, and then adds and deletes one fork at
+// a time must not make each delete clear the whole table (every delete
+// empties it): the tombstones stay, and the table is rebuilt only once
+// they fill it, each slot's clear paid for by the deletes before.
+func TestIDMapChurnAfterAPeakClearsNothing(t *testing.T) {
+	var m idMap[ForkID, int]
+	const peak = 1 << 14
+	for i := range uint64(peak) {
+		m.put(ForkID{Worker: 1, Local: i}, 0)
+	}
+	for i := range uint64(peak) {
+		m.del(ForkID{Worker: 1, Local: i})
+	}
+	size := len(m.slots)
+	clears := 0
+	for i := range uint64(4 * peak) {
+		k := ForkID{Worker: 2, Local: i}
+		m.put(k, 1)
+		taken := m.taken
+		m.del(k)
+		if m.taken == 0 && taken*idMapClearRatio < size {
+			clears++
+		}
+		if m.len() != 0 || m.has(k) {
+			t.Fatalf("step %d: %v still there", i, k)
+		}
+	}
+	if clears > 0 {
+		t.Errorf("%d deletes cleared a table of %d slots holding few tombstones", clears, size)
 	}
 }
 

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -541,21 +542,29 @@ func callTimeout(ns uint64) time.Duration {
 }
 
 // cancelPending marks the call id from worker from cancelled if it still
-// waits for its arguments' confirmation, and reports whether it did.
+// waits for its arguments' confirmation, and reports whether it did. A peer
+// may have two calls with one id waiting (its own mistake): both are
+// marked, so that which one is does not depend on the order of a table.
 func (c *Core) cancelPending(from WorkerID, id uint64) bool {
-	find := func(users *idMap[ForkID, *userRec]) *pendingRun {
-		for _, u := range users.all() {
-			for _, r := range u.runs {
-				if r.run.Kind == RunCall && r.run.From == from && r.run.CallID == id {
-					return r
-				}
-			}
-		}
-		return nil
+	matches := func(r *pendingRun) bool {
+		return r.run.Kind == RunCall && r.run.From == from && r.run.CallID == id
 	}
-	if find(&c.users) == nil {
+	found := false
+	for _, u := range c.users.all() {
+		if slices.ContainsFunc(u.runs, matches) {
+			found = true
+			break
+		}
+	}
+	if !found {
 		return false
 	}
-	find(c.usersW()).run.Cancelled = true // the copy's own run (cow.go)
+	for _, u := range c.usersW().all() { // the copies' own runs (cow.go)
+		for _, r := range u.runs {
+			if matches(r) {
+				r.run.Cancelled = true
+			}
+		}
+	}
 	return true
 }
