@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"maps"
 	"math/rand/v2"
 	"testing"
@@ -347,6 +348,34 @@ func TestIDMapChurnAtAFixedSize(t *testing.T) {
 	for k := range m.all() {
 		if _, ok := model[k]; !ok {
 			t.Fatalf("%v walked, deleted long ago", k)
+		}
+	}
+}
+
+// TestFullMemoriesAreCopiedOnWrite: the bounded memories, full, delete by
+// shifting entries within their table; a clone that churns its memories
+// must leave its original's as they were, and the original's churn its
+// clones' (the explorer's corpus never fills a memory of the default size).
+func TestFullMemoriesAreCopiedOnWrite(t *testing.T) {
+	c := New(1, WithTombstones(3))
+	churn := func(c *Core, from uint64) {
+		for i := range uint64(5) {
+			c.goneForksW().add(ForkID{Worker: 2, Local: from + i}, struct{}{})
+			c.tombsW().add(RRefID{Worker: 2, Local: from + i}, tombstone{kind: ErrorKind(1 + i%2)})
+		}
+	}
+	churn(c, 0)
+	for round := range uint64(50) {
+		before := c.AppendState(nil)
+		d := c.Clone()
+		churn(d, 100+10*round)
+		if !bytes.Equal(c.AppendState(nil), before) {
+			t.Fatalf("round %d: a clone's churn changed its original", round)
+		}
+		cloned := d.AppendState(nil)
+		churn(c, 1000+10*round)
+		if !bytes.Equal(d.AppendState(nil), cloned) {
+			t.Fatalf("round %d: the original's churn changed its clone", round)
 		}
 	}
 }
