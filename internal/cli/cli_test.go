@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,6 +181,36 @@ func TestConformanceRuntimeTarget(t *testing.T) {
 	}
 	if code, _, _ := run(t, "", "conformance", "-target", "moon"); code != ExitUsage {
 		t.Fatalf("bad target: %d", code)
+	}
+}
+
+// TestConformanceOneScenarioOnOneGoroutine: a single scenario is searched
+// on one goroutine unless -workers says otherwise, as its transitions
+// show: one goroutine takes the same number every time, several take more
+// (they cover some states twice).
+func TestConformanceOneScenarioOnOneGoroutine(t *testing.T) {
+	path := filepath.Join("..", "..", "conformance", "testdata", "crashed_parent_cut_child_passes.rref")
+	transitions := func(args ...string) int64 {
+		t.Helper()
+		code, out, errs := run(t, "", append([]string{"conformance", "-q", "-json"}, append(args, path)...)...)
+		var row struct{ Transitions int64 }
+		if code != ExitOK || json.Unmarshal([]byte(out), &row) != nil {
+			t.Fatalf("conformance %v: %d\n%s%s", args, code, out, errs)
+		}
+		return row.Transitions
+	}
+	one := transitions("-workers", "1")
+	if got := transitions(); got != one {
+		t.Errorf("by default: %d transitions, one goroutine takes %d", got, one)
+	}
+	several := one
+	for range 5 {
+		if several = transitions("-workers", "4"); several != one {
+			break
+		}
+	}
+	if several == one {
+		t.Errorf("-workers 4 took exactly one goroutine's %d transitions five times: was it ignored?", one)
 	}
 }
 
