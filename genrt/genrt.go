@@ -134,7 +134,7 @@ func ConsumeUvarint(b []byte) (uint64, int, error) {
 // eight at once, then the last one or two.
 func consumeUvarintLong(b []byte) (uint64, int, error) {
 	if len(b) < 8 {
-		return consumeUvarintSlow(b)
+		return consumeUvarintFrom(b, 0, 0)
 	}
 	w := binary.LittleEndian.Uint64(b)
 	if ends := ^w & 0x8080808080808080; ends != 0 {
@@ -145,24 +145,7 @@ func consumeUvarintLong(b []byte) (uint64, int, error) {
 		w &= ^uint64(0) >> (64 - 8*n) // the number's bytes only
 		return gather7(w), n, nil
 	}
-	v := gather7(w) // eight groups of seven bits: 56 bits
-	for i := 8; i < len(b) && i < 10; i++ {
-		c := b[i]
-		if i == 9 && c > 1 {
-			return 0, 0, ErrOverflow
-		}
-		v |= uint64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			if c == 0 {
-				return 0, 0, ErrNonCanonical
-			}
-			return v, i + 1, nil
-		}
-	}
-	if len(b) >= 10 {
-		return 0, 0, ErrOverflow
-	}
-	return 0, 0, ErrTruncated
+	return consumeUvarintFrom(b, 8, gather7(w)) // eight groups of seven bits read: 56 bits
 }
 
 // gather7 packs the low seven bits of each byte of w, the first byte
@@ -173,12 +156,15 @@ func gather7(w uint64) uint64 {
 	return w&0x000000000fffffff | (w&0x0fffffff00000000)>>4 // 56 bits
 }
 
-// consumeUvarintSlow reads a uvarint a byte at a time: near the end of
-// the input, where a word cannot be loaded.
-func consumeUvarintSlow(b []byte) (uint64, int, error) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
+// consumeUvarintFrom reads the rest of a uvarint a byte at a time, from
+// byte i, with v the groups before it: all of one near the end of the
+// input, where a word cannot be loaded, or the last two of a long one.
+func consumeUvarintFrom(b []byte, i int, v uint64) (uint64, int, error) {
+	for ; i < len(b) && i < 10; i++ {
 		c := b[i]
+		if i == 9 && c > 1 {
+			return 0, 0, ErrOverflow
+		}
 		v |= uint64(c&0x7f) << (7 * i)
 		if c < 0x80 {
 			if c == 0 && i > 0 {
@@ -189,7 +175,10 @@ func consumeUvarintSlow(b []byte) (uint64, int, error) {
 			return v, i + 1, nil
 		}
 	}
-	return 0, 0, ErrTruncated // fewer than eight bytes, all continued
+	if len(b) >= 10 {
+		return 0, 0, ErrOverflow
+	}
+	return 0, 0, ErrTruncated
 }
 
 // ConsumeUvarintMax reads a uvarint that must not exceed max.
