@@ -10,17 +10,24 @@ import (
 // the search is measured on them.
 var heaviest = []string{"crashed_parent_cut_child_passes.rref", "crashed_middle_cut_chain.rref", "multi_layer_nesting.rref"}
 
-// BenchmarkExploreHeaviest explores the heaviest scenarios on one worker
-// and reports distinct states per second, reduced and unreduced.
-func BenchmarkExploreHeaviest(b *testing.B) {
+// corpusByName is the corpus, each scenario by its file name.
+func corpusByName(tb testing.TB) map[string]*Scenario {
+	tb.Helper()
 	scs, err := Corpus()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	byName := map[string]*Scenario{}
 	for _, sc := range scs {
 		byName[sc.Name] = sc
 	}
+	return byName
+}
+
+// BenchmarkExploreHeaviest explores the heaviest scenarios on one worker
+// and reports distinct states per second, reduced and unreduced.
+func BenchmarkExploreHeaviest(b *testing.B) {
+	byName := corpusByName(b)
 	for _, name := range heaviest {
 		sc := byName[name]
 		if sc == nil {

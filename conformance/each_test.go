@@ -18,16 +18,10 @@ func eachCorpus(t *testing.T) []*Scenario {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]*Scenario{}
-	for _, sc := range scs {
-		byName[sc.Name] = sc
-	}
-	out := []*Scenario{byName[heaviest[0]]}
-	for _, sc := range scs {
-		if sc.Name != heaviest[0] {
-			out = append(out, sc)
-		}
-	}
+	// The heaviest first, the rest in the corpus's order.
+	out := slices.Clone(scs)
+	heavy := slices.IndexFunc(out, func(sc *Scenario) bool { return sc.Name == heaviest[0] })
+	out = slices.Insert(slices.Delete(out, heavy, heavy+1), 0, scs[heavy])
 	for i := range 5 {
 		sc, err := Parse(fmt.Sprintf("wrong_value_%d.rref", i), []byte(fmt.Sprintf(`workers A B
 remote A B x %d

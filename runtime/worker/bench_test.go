@@ -42,18 +42,7 @@ func BenchmarkCallSHMParallel(b *testing.B) { benchCallParallel(b, "shm") }
 // transport where a round trip costs most.
 func BenchmarkRemoteToHereTCP(b *testing.B) {
 	_, client := startBenchPair(b, "tcp")
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		r, err := Remote[int64](ctx, client, "server", "add", [2]int64{1, 2})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if v, err := r.ToHere(ctx); err != nil || v != 3 {
-			b.Fatal(v, err)
-		}
-		r.Release()
-	}
+	benchRemoteToHere(b, client)
 }
 
 // benchCallers is how many goroutines call at once in the parallel
@@ -117,10 +106,15 @@ func benchCall(b *testing.B, transport string) {
 // the round trips of a remote value's whole life, between two workers.
 func BenchmarkRemoteToHereMem(b *testing.B) {
 	_, client := memServerClient(b)
+	benchRemoteToHere(b, client)
+}
+
+// benchRemoteToHere measures Remote, ToHere and Release of "add" on the
+// worker named server, from client.
+func benchRemoteToHere(b *testing.B, client *Worker) {
 	ctx := context.Background()
 	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	for b.Loop() {
 		r, err := Remote[int64](ctx, client, "server", "add", [2]int64{1, 2})
 		if err != nil {
 			b.Fatal(err)
