@@ -59,6 +59,55 @@ func TestPlainCallAllocatesNothingOnEveryTransport(t *testing.T) {
 	}
 }
 
+// TestFetchAllocatesNothingOnEveryTransport: ToHere of a value that exists,
+// as a program reads a parameter again and again, allocates nothing in
+// steady state on either side: the owner's answer is read into a pooled
+// buffer that goes to the fetcher with the value and comes back once the
+// value is decoded.
+func TestFetchAllocatesNothingOnEveryTransport(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("counts allocations")
+	}
+	for _, transport := range []string{"mem", "shm", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			_, client := startPair(t, transport, func(w *Worker) {
+				Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+			})
+			ctx := context.Background()
+			r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Release()
+			fetch := func() {
+				if v, err := r.ToHere(ctx); err != nil || v != 42 {
+					t.Fatal(v, err)
+				}
+			}
+			for range 1000 {
+				fetch()
+			}
+			const fetches, runs = 2000, 3
+			least := -1.0
+			for range runs {
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				for range fetches {
+					fetch()
+				}
+				runtime.ReadMemStats(&after)
+				if per := float64(after.Mallocs-before.Mallocs) / fetches; least < 0 || per < least {
+					least = per
+				}
+			}
+			t.Logf("%.3f allocations a fetch", least)
+			if least > callAllocBound {
+				t.Errorf("a fetch over %s allocates %.3f times on average in steady state (bound %v)", transport, least, callAllocBound)
+			}
+		})
+	}
+}
+
 // startPair starts a server set up by setup and its client over
 // transport; both close with the test.
 func startPair(t *testing.T, transport string, setup func(w *Worker)) (server, client *Worker) {

@@ -31,6 +31,23 @@ type RRef[T any] struct {
 type releaseState struct {
 	mu       sync.Mutex
 	released bool
+	// For the cleanup that releases the handle once the RRef is collected
+	// unreleased: it is the cleanup's argument, so that the cleanup is a
+	// plain function and costs no closure.
+	w *Worker
+	h core.HandleID
+}
+
+// collected releases a collected RRef's handle unless it was released.
+func (s *releaseState) collected() {
+	s.mu.Lock()
+	done := s.released
+	s.released = true
+	s.mu.Unlock()
+	if !done && !s.w.closed.Load() {
+		h := s.h
+		s.w.apply(func(c *core.Core) { c.Release(h) })
+	}
 }
 
 // rrefArg lets the runtime find RRefs among arguments and results.
@@ -151,7 +168,7 @@ func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
 // pendingFetch is a fetch sent and not yet answered.
 type pendingFetch struct {
 	id    uint64
-	ch    chan core.FetchResult
+	ch    chan fetchDone
 	start time.Time
 	poll  *fifo.Conn // the waiter reads the owner's reply from here itself
 }
@@ -171,7 +188,7 @@ func (r *RRef[T]) startFetch(ctx context.Context, poll bool) pendingFetch {
 	_, hasDeadline := ctx.Deadline()
 	r.w.apply(func(c *core.Core) {
 		if r.w.closed.Load() { // see startCall
-			pf.ch <- core.FetchResult{Err: rref.ErrorKindOwnerFailed}
+			pf.ch <- fetchDone{FetchResult: core.FetchResult{Err: rref.ErrorKindOwnerFailed}}
 			return
 		}
 		pf.id = c.Fetch(h)
@@ -185,10 +202,13 @@ func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err err
 	defer func() { w.counts.observeFetch(time.Since(pf.start)) }()
 	fr, err := await(ctx, w, r.owner, pf.poll, pf.ch, &w.fetches, pf.id)
 	fetchChans.put(pf.ch)
+	if fr.frame != nil {
+		defer putWireBuf(fr.frame, nil, false) // after the value is decoded
+	}
 	if err != nil {
 		return v, err
 	}
-	if err = w.fetchError(fr, r.fn, r.owner); err == nil {
+	if err = w.fetchError(fr.FetchResult, r.fn, r.owner); err == nil {
 		v, err = decodeValue[T](w, fr.Value)
 	} else if fr.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
 		err = fmt.Errorf("%w (%w)", ErrClosed, err)

@@ -184,17 +184,8 @@ func (r *RRef[T]) bindInPlace(w *Worker, h core.HandleID) {
 	w.mu.Lock()
 	st := w.c.Handle(h)
 	w.mu.Unlock()
-	r.w, r.h, r.owner, r.state = w, h, st.Owner, &releaseState{}
-	state := r.state
-	runtime.AddCleanup(r, func(h core.HandleID) {
-		state.mu.Lock()
-		done := state.released
-		state.released = true
-		state.mu.Unlock()
-		if !done && !w.closed.Load() {
-			w.apply(func(c *core.Core) { c.Release(h) })
-		}
-	}, h)
+	r.w, r.h, r.owner, r.state = w, h, st.Owner, &releaseState{w: w, h: h}
+	runtime.AddCleanup(r, (*releaseState).collected, r.state)
 }
 
 // GobEncode encodes the RRef, inside a value passed to or returned from a

@@ -15,6 +15,13 @@ type callDone struct {
 	frame *[]byte
 }
 
+// fetchDone is a fetch's result as handed to its fetcher, with the pooled
+// buffer its value lies in, as callDone.
+type fetchDone struct {
+	core.FetchResult
+	frame *[]byte
+}
+
 // waiting tracks the calls (or fetches) awaiting their result: the channel
 // each result goes to, and a default deadline for those whose context had
 // none. The worker's lock guards it.
@@ -80,5 +87,5 @@ func (c *chanPool[T]) put(ch chan T) { c.p.Put(ch) }
 
 var (
 	callChans  chanPool[callDone]
-	fetchChans chanPool[core.FetchResult]
+	fetchChans chanPool[fetchDone]
 )

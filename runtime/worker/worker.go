@@ -132,7 +132,7 @@ type Worker struct {
 	// deadline get the default one, and one sweeper fails the overdue,
 	// instead of a timer per call.
 	calls   waiting[callDone]
-	fetches waiting[core.FetchResult]
+	fetches waiting[fetchDone]
 	kept    map[core.HandleID]bool // argument RRefs a function kept
 	calling map[callKey]*callCtx   // calls from peers being run, chained by key (cancel.go)
 	ctxSlab ctxSlab                // where their contexts come from (w.mu)
@@ -186,7 +186,7 @@ type Worker struct {
 func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
-		calls: newWaiting[callDone](), fetches: newWaiting[core.FetchResult](), kept: map[core.HandleID]bool{},
+		calls: newWaiting[callDone](), fetches: newWaiting[fetchDone](), kept: map[core.HandleID]bool{},
 		calling: map[callKey]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
 		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
@@ -250,20 +250,22 @@ func (w *Worker) effects(r core.Ready) (handedOff bool) {
 
 // effectsOf is effects for the outputs of a frame received in frame, a
 // pooled buffer (nil: not pooled). When the frame's one product is a call's
-// result and the caller copies what it decodes, the buffer goes to the
-// caller with the result, to be given back once decoded (finishCall): a
-// reply costs no allocation, whether the receiving goroutine read it or a
-// caller polling its connection (pollFor).
+// result or a fetched value and the waiter copies what it decodes, the
+// buffer goes to the waiter with it, to be given back once decoded
+// (finishCall, awaitFetch): a reply costs no allocation, whether the
+// receiving goroutine read it or a caller polling its connection (pollFor).
 func (w *Worker) effectsOf(r core.Ready, frame *[]byte) (handedOff bool) {
 	handedOff = len(r.Runs) > 0 || len(r.Fetches) > 0 || len(r.Calls) > 0
-	if frame == nil || len(r.Calls) != 1 || len(r.Runs) > 0 || len(r.Fetches) > 0 || !w.fastCodec() {
+	if frame == nil || len(r.Calls)+len(r.Fetches) != 1 || len(r.Runs) > 0 || !w.fastCodec() {
 		frame = nil
 	}
 	for _, err := range r.Errors {
 		w.cfg.Logger.Warn("rref protocol error", "worker", w.name, "err", err)
 	}
 	for _, fr := range r.Fetches {
-		hand(w, &w.fetches, fr.FetchID, fr)
+		if !hand(w, &w.fetches, fr.FetchID, fetchDone{fr, frame}) && frame != nil {
+			putWireBuf(frame, nil, false) // the fetcher gave up
+		}
 	}
 	for _, cr := range r.Calls {
 		if !hand(w, &w.calls, cr.CallID, callDone{cr, frame}) {
@@ -622,7 +624,7 @@ func (w *Worker) sweep() {
 				ch <- callDone{CallResult: core.CallResult{Err: rref.ErrorKindDeadlineExceeded, Message: errTimedOut.Error()}}
 			}
 			for _, ch := range fetches {
-				ch <- core.FetchResult{Err: rref.ErrorKindDeadlineExceeded, Message: errTimedOut.Error()}
+				ch <- fetchDone{FetchResult: core.FetchResult{Err: rref.ErrorKindDeadlineExceeded, Message: errTimedOut.Error()}}
 			}
 		}
 	}
@@ -760,7 +762,7 @@ func (w *Worker) Close() error {
 		ch <- callDone{CallResult: core.CallResult{CallID: id, Err: rref.ErrorKindOwnerFailed, Message: "worker closed"}}
 	}
 	for id, ch := range fetches {
-		ch <- core.FetchResult{FetchID: id, Err: rref.ErrorKindOwnerFailed}
+		ch <- fetchDone{FetchResult: core.FetchResult{FetchID: id, Err: rref.ErrorKindOwnerFailed}}
 	}
 	return nil
 }
