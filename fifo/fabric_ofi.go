@@ -39,7 +39,9 @@ typedef struct {
 	int waitfd;
 	struct fid_mr *mr[4];
 	int nmr;
-	struct fi_context2 readctx, closectx; // markers: the provider hands them back
+	// Markers: the provider hands them back. Every operation carries one,
+	// as a provider's layers may mishandle a missing one (injectsSafely).
+	struct fi_context2 readctx, closectx, writectx;
 	void *errctx;
 	struct fi_cq_data_entry ents[RF_BATCH];
 	char why[512];
@@ -169,7 +171,7 @@ static ssize_t rf_inject(rf_end *e, const void *buf, size_t len, uint64_t data, 
 
 static ssize_t rf_write(rf_end *e, void *buf, size_t len, void *desc, uint64_t data, uint64_t raddr, uint64_t key, int closing) {
 	pthread_mutex_lock(&e->mu);
-	ssize_t r = fi_writedata(e->ep, buf, len, desc, data, e->peer, raddr, key, closing ? &e->closectx : NULL);
+	ssize_t r = fi_writedata(e->ep, buf, len, desc, data, e->peer, raddr, key, closing ? &e->closectx : &e->writectx);
 	pthread_mutex_unlock(&e->mu);
 	return r;
 }
@@ -350,6 +352,16 @@ func mapAnon(n int) ([]byte, error) {
 // are skipped; named, they are used.
 var fabricAvoid = []string{"tcp;ofi_rxm", "sockets", "shm"}
 
+// injectsSafely reports whether provider may be given fi_inject_writedata.
+// libfabric's rxm (up to its current source) turns an inject into a write
+// with no operation context on the connection below; when that write fails
+// on a connection the peer ended (tcp: EPIPE, ENOTCONN), rxm's handling of
+// the error completion dereferences the missing context and the process
+// dies (rxm_handle_comp_error, in fi_cq_read or in fi_close as the endpoint
+// flushes). Over rxm every write goes with fi_writedata and a context of
+// this end's, which rxm wraps in one of its own.
+func injectsSafely(provider string) bool { return !strings.Contains(provider, "ofi_rxm") }
+
 // defaultProvider is the first provider libfabric offers that is not to be
 // avoided, or "" (libfabric's choice) when all are.
 func defaultProvider() string {
@@ -386,6 +398,9 @@ func openFabric(provider, node string, cfg Config) (fabricEndpoint, error) {
 		return fail(fmt.Errorf("%w: provider %s moves at most %d bytes at once, MaxMessage is %d", ErrConfig, C.GoString(C.rf_prov(e)), C.rf_max_msg(e), cfg.MaxMessage))
 	}
 	l.inject = int(C.rf_inject_size(e))
+	if !injectsSafely(C.GoString(C.rf_prov(e))) {
+		l.inject = 0
+	}
 	rsize := sigLine + ringSize(cfg.Cells)
 	regions := []struct {
 		size   int

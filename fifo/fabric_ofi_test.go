@@ -355,3 +355,43 @@ func BenchmarkFabricPingPong(b *testing.B) {
 		})
 	}
 }
+
+// TestFabricWritesIntoAnEndedConnection: an end that keeps writing while
+// its peer closes sees its writes fail on the connection below (over tcp:
+// EPIPE, ENOTCONN) and must live: its Send fails as closed or dead and its
+// Close returns. libfabric 1.17's rxm killed the process here when a write
+// had gone as an inject (injectsSafely).
+func TestFabricWritesIntoAnEndedConnection(t *testing.T) {
+	const rounds = 20
+	for round := 0; round < rounds; round++ {
+		a, b := fabricPair(t, Config{Cells: 256})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		received := make(chan struct{})
+		go func() {
+			var buf []byte
+			var err error
+			for n := 0; err == nil; n++ {
+				if buf, err = b.Recv(ctx, buf); n == 100 {
+					close(received)
+				}
+			}
+		}()
+		sendErr := make(chan error, 1)
+		go func() {
+			msg := []byte("a message small enough for one cell")
+			for {
+				if err := a.Send(ctx, msg); err != nil {
+					sendErr <- err
+					return
+				}
+			}
+		}()
+		<-received
+		b.Close()
+		if err := <-sendErr; !errors.Is(err, ErrClosed) && !errors.Is(err, ErrPeerDead) {
+			t.Fatalf("round %d: Send to a closed peer: %v", round, err)
+		}
+		a.Close()
+		cancel()
+	}
+}
