@@ -589,12 +589,15 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	if err != nil {
 		return nil, err
 	}
-	args, refs, err := encodeArg(w, arg)
+	buf := getWireBuf()
+	args, refs, err := encodeArgTo(w, arg, *buf)
 	if err != nil {
+		putWireBuf(buf, args, false)
 		return nil, err
 	}
 	wire := wireName[A, R](fn)
 	if err := w.fits(id, wire, args, refs); err != nil {
+		putWireBuf(buf, args, false)
 		return nil, err
 	}
 	var h core.HandleID
@@ -604,6 +607,9 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 			h, err = c.Remote(id, wire, args, refs)
 		}
 	})
+	// Sent (or refused) by now, as in Call: the arguments' buffer goes back
+	// unless a message still reads it.
+	putWireBuf(buf, args, !closed && err == nil && w.keepsSent(id, len(refs)))
 	if closed {
 		return nil, ErrClosed
 	}

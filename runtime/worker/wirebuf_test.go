@@ -76,11 +76,21 @@ func TestReusedWireBuffersNeverShowThrough(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for _, k := range remotes {
-		if got, err := k.r.ToHere(ctx); err != nil || got != k.want {
-			t.Errorf("a Remote's value read back as %q, %v; made as %q", got, err, k.want)
+	// All values are read before any is checked: a fetched value's frame
+	// goes back to the pool once decoded, and the fetches after it reuse
+	// it, so a value that still lay in its frame would change under them.
+	got := make([]string, len(remotes))
+	for i, k := range remotes {
+		var err error
+		if got[i], err = k.r.ToHere(ctx); err != nil {
+			t.Errorf("reading a Remote's value back: %v", err)
 		}
 		k.r.Release()
+	}
+	for i, k := range remotes {
+		if got[i] != k.want {
+			t.Errorf("a Remote's value read back as %q; made as %q", got[i], k.want)
+		}
 	}
 }
 
