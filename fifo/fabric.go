@@ -13,7 +13,7 @@ import (
 
 // Provider fabric: libfabric (OFI) RMA writes with remote CQ data, for RDMA
 // networks (verbs, EFA, ...) and, through libfabric's software providers
-// (tcp;ofi_rxm, sockets), for any network.
+// (net, tcp;ofi_rxm), for any network.
 //
 // It is built only on request, as it needs cgo and libfabric
 // (Debian: libfabric-dev): go build -tags rreffabric. Without the tag,
@@ -81,10 +81,10 @@ type fabricOptions struct {
 // WithProvider names the libfabric provider to use, as fi_info lists it
 // ("verbs;ofi_rxm", "efa", "net", "tcp;ofi_rxm", ...). By default it is
 // libfabric's first choice among those that offer what the connection
-// needs, skipping tcp;ofi_rxm, sockets and shm, which failed under this
-// package's traffic with libfabric 1.17 (a crash at teardown, remote CQ
-// data before its data, an abort); a named one is used as named. Both ends
-// must use the same provider: a difference is refused by name.
+// needs, skipping tcp;ofi_rxm, sockets and shm (see fabricAvoid: groups
+// that failed to start, remote CQ data before its data, one host only); a
+// named one is used as named. Both ends must use the same provider: a
+// difference is refused by name.
 func WithProvider(name string) FabricOption { return func(o *fabricOptions) { o.provider = name } }
 
 // WithFabricNode names the local address the fabric endpoint binds to

@@ -18,7 +18,8 @@ import (
 )
 
 // fabricProvider is the libfabric provider the tests use:
-// RREF_FABRIC_PROVIDER, or the default choice.
+// RREF_FABRIC_PROVIDER, or the default choice. RREF_FABRIC_ONLY set runs
+// the tests written for every provider over the fabric alone.
 var fabricProvider = os.Getenv("RREF_FABRIC_PROVIDER")
 
 func init() {

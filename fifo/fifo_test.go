@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -21,6 +22,12 @@ import (
 func TestMain(m *testing.M) {
 	if peer := os.Getenv("RREF_FIFO_PEER"); peer != "" {
 		os.Exit(runPeer(peer))
+	}
+	if os.Getenv("RREF_FABRIC_ONLY") != "" {
+		// The tests written for every provider run over the fabric alone
+		// (-tags rreffabric): a run for one more libfabric provider need
+		// not repeat mem, shm, tcp and tls.
+		maps.DeleteFunc(providers, func(name string, _ pairFunc) bool { return name != "fabric" })
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -111,6 +118,10 @@ func acceptDial(t testing.TB, l *TCPListener, addr string, cfg Config, opts ...T
 }
 
 var providers = map[string]pairFunc{"mem": memPair, "shm": shmPair, "tcp": tcpPair, "tcp-resumable": tcpResumablePair}
+
+// builtinPairs are the built-in providers by name, for tests of one of
+// them in particular: providers may hold the fabric alone (RREF_FABRIC_ONLY).
+var builtinPairs = map[string]pairFunc{"mem": memPair, "shm": shmPair, "tcp": tcpPair}
 
 // modes is every provider, and each again with Config.Exclusive set on both
 // ends, for tests where one goroutine sends and one receives per end.

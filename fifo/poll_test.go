@@ -20,7 +20,7 @@ import (
 // with no timeout, so a lost wake-up hangs the test).
 func TestPollBesideRecv(t *testing.T) {
 	for _, name := range []string{"mem", "shm", "tcp"} {
-		pair := providers[name]
+		pair := builtinPairs[name]
 		t.Run(name, func(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				n := rapid.IntRange(1, 300).Draw(rt, "messages")
@@ -112,7 +112,7 @@ func TestCloseDuringPoll(t *testing.T) {
 	for _, name := range []string{"mem", "shm"} {
 		t.Run(name, func(t *testing.T) {
 			for i := range 100 {
-				a, b := providers[name](t, Config{Cells: 16})
+				a, b := builtinPairs[name](t, Config{Cells: 16})
 				var wg sync.WaitGroup
 				wg.Add(2)
 				go func() {
@@ -212,7 +212,7 @@ func TestExclusiveCloseUnderTraffic(t *testing.T) {
 func TestParksAndWakeUpsAreCounted(t *testing.T) {
 	for _, name := range []string{"mem", "shm"} {
 		t.Run(name, func(t *testing.T) {
-			a, b := providers[name](t, Config{Cells: 16, Spin: 16})
+			a, b := builtinPairs[name](t, Config{Cells: 16, Spin: 16})
 			defer a.Close()
 			defer b.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
