@@ -133,11 +133,14 @@ func (w *Worker) takeBarrier(from core.WorkerID, m *groupwire.BarrierReport) {
 
 // localIdle reports whether this worker holds nothing and waits for nothing.
 func (w *Worker) localIdle() bool {
+	if w.flushAllDeferred() {
+		return false // sent now: the frames are in flight
+	}
 	queued := 0
 	for _, ob := range w.outboxes {
 		if ob != nil {
 			ob.mu.Lock()
-			queued += len(ob.frames) + ob.sending
+			queued += ob.queued()
 			ob.mu.Unlock()
 		}
 	}

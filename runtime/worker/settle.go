@@ -98,10 +98,13 @@ func settleView(ws []*Worker) (barrierView, string) {
 // localQuiet reports whether this worker has nothing to send and nothing
 // running: it may still hold references and wait for results.
 func (w *Worker) localQuiet() bool {
+	if w.flushAllDeferred() {
+		return false // sent now: the frames are in flight
+	}
 	for _, ob := range w.outboxes {
 		if ob != nil {
 			ob.mu.Lock()
-			queued := len(ob.frames) + ob.sending
+			queued := ob.queued()
 			ob.mu.Unlock()
 			if queued > 0 {
 				return false

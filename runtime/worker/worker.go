@@ -324,7 +324,16 @@ type outbox struct {
 	frames  [][]byte
 	sending int // frames taken by the drainer and not yet handed to the transport
 	ready   chan struct{}
+	// Deletes waiting for a frame to ride with (lazy.go), in pooled
+	// buffers, and the timer that sends them alone.
+	lazy      []*[]byte
+	lazyArmed bool
+	lazyTimer *time.Timer
 }
+
+// queued counts the frames not yet handed to the transport; the caller
+// holds ob.mu.
+func (ob *outbox) queued() int { return len(ob.frames) + ob.sending + len(ob.lazy) }
 
 // send sends m now, or later under jitter, and reports whether it kept m to
 // send later.
@@ -363,28 +372,67 @@ func (w *Worker) sendNow(m core.Envelope) {
 		w.refuseTooLarge(m, len(frame))
 		return
 	}
+	*buf = frame
 	ob.mu.Lock()
+	if deferrable(m) && ob.conn != nil && ob.conn.Corks() {
+		w.deferLocked(ob, m.To, buf)
+		ob.mu.Unlock()
+		return
+	}
+	w.sendLocked(ob, m.To, buf)
+}
+
+// sendLocked sends the deferred deletes for peer to, then the frame in buf
+// (nil: none), and unlocks ob.mu. With nothing queued ahead it sends from
+// this goroutine while the ring has room, with no hand-off, in one write
+// where the transport batches; the rest goes to the drainer, which waits
+// for credits.
+func (w *Worker) sendLocked(ob *outbox, to core.WorkerID, buf *[]byte) {
+	bufs := ob.lazy
+	if buf != nil {
+		bufs = append(bufs, buf)
+	}
+	ob.lazy = ob.lazy[:0]
+	sent := 0
+	var err error
 	if ob.conn != nil && len(ob.frames) == 0 && ob.sending == 0 {
-		// Nothing queued ahead: send from this goroutine if the ring has room,
-		// with no hand-off; otherwise the drainer waits for credits.
-		sent, err := ob.conn.TrySend(frame)
-		if sent || err != nil {
-			ob.mu.Unlock()
-			if err != nil && !w.closed.Load() {
-				w.peerFailed(m.To, err)
-			} else if sent {
-				w.countFrame(true, m.To, frame)
+		corked := len(bufs) > 1 && ob.conn.Corks()
+		if corked {
+			ob.conn.Cork()
+		}
+		for _, b := range bufs {
+			var ok bool
+			if ok, err = ob.conn.TrySend(*b); !ok || err != nil {
+				break
 			}
-			if cap(frame) <= maxPooledFrame {
-				*buf = frame
-				framePool.Put(buf) // the transport copied it
-			}
-			return
+			sent++
+			w.countFrame(true, to, *b)
+		}
+		if corked {
+			ob.conn.Uncork() // a failed write is the connection's failure, reported below or by its next send
 		}
 	}
-	ob.frames = append(ob.frames, frame) // the drainer owns it now (or will, once attached)
+	if err == nil {
+		for _, b := range bufs[sent:] {
+			ob.frames = append(ob.frames, *b) // the drainer owns it now (or will, once attached)
+		}
+	}
+	for _, b := range bufs[:sent] {
+		if cap(*b) <= maxPooledFrame {
+			framePool.Put(b) // the transport copied it
+		}
+	}
+	// bufs may share ob.lazy's array, which the next deferred delete
+	// reuses: done with under the lock.
+	clear(bufs)
+	queued := len(ob.frames) > 0
 	ob.mu.Unlock()
-	ob.signal()
+	if err != nil && !w.closed.Load() {
+		w.peerFailed(to, err)
+	}
+	if queued {
+		ob.signal()
+	}
 }
 
 func (ob *outbox) signal() {
@@ -672,7 +720,7 @@ func (w *Worker) DebugInfo() DebugInfo {
 	for _, ob := range w.outboxes {
 		if ob != nil {
 			ob.mu.Lock()
-			out += len(ob.frames) + ob.sending
+			out += ob.queued()
 			ob.mu.Unlock()
 		}
 	}
