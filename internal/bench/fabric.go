@@ -44,7 +44,10 @@ var fiPingpongIters = map[int]int{8: 2000, 56: 2000, 256: 2000, 4 << 10: 1500, 6
 const fiPingpongCell = 200 * time.Millisecond
 
 // fiPingpongRow measures fi_pingpong at every latency size, when the build
-// has the fabric provider and fi_pingpong is installed: nil otherwise.
+// has the fabric provider and fi_pingpong is installed: nil otherwise. Its
+// first row runs reliable-datagram endpoints over the fabric row's
+// provider (-e rdm); over a tcp-based provider a second runs tcp's own
+// connected endpoints (-p tcp -e msg), the least libfabric's tcp pays.
 func fiPingpongRow(d time.Duration, progress func(string)) []Row {
 	prov, err := fifo.DefaultFabricProvider()
 	if err != nil {
@@ -56,11 +59,31 @@ func fiPingpongRow(d time.Duration, progress func(string)) []Row {
 	if _, err := exec.LookPath(fiPingpong); err != nil || prov == "" {
 		return nil
 	}
-	r := Row{Transport: fiPingpong + " " + prov, LatencyNs: map[int]float64{}, Bandwidth: map[int]float64{}}
+	rows := []Row{measureFiPingpong(fiPingpong+" "+prov, prov, "rdm", d, progress)}
+	if tcpBased(prov) {
+		rows = append(rows, measureFiPingpong(fiPingpong+" tcp"+fiPingpongMsg, "tcp", "msg", d, progress))
+	}
+	return rows
+}
+
+// fiPingpongMsg ends the name of the row of tcp's connected endpoints.
+const fiPingpongMsg = " -e msg"
+
+// tcpBased reports whether provider runs over libfabric's tcp: net (1.17's
+// tcp datagram provider), tcp, or a utility provider over either.
+func tcpBased(provider string) bool {
+	core, _, _ := strings.Cut(provider, ";")
+	return core == "net" || core == "tcp"
+}
+
+// measureFiPingpong runs fi_pingpong over prov with endpoints of type ep
+// at every latency size, into a row named name.
+func measureFiPingpong(name, prov, ep string, d time.Duration, progress func(string)) Row {
+	r := Row{Transport: name, LatencyNs: map[int]float64{}, Bandwidth: map[int]float64{}}
 	scale := max(1, int(d/fiPingpongCell))
 	for _, size := range LatencySizes {
 		progress(fmt.Sprintf("%s %s", r.Transport, sizeName(size)))
-		usec, mbps, err := runFiPingpong(prov, size, fiPingpongIters[size]*scale)
+		usec, mbps, err := runFiPingpong(prov, ep, size, fiPingpongIters[size]*scale)
 		if err != nil {
 			r.Err = err.Error()
 			break
@@ -70,20 +93,20 @@ func fiPingpongRow(d time.Duration, progress func(string)) []Row {
 			r.Bandwidth[size] = mbps * 1e6
 		}
 	}
-	return []Row{r}
+	return r
 }
 
 // runFiPingpong runs one fi_pingpong pair on loopback and returns its
 // one-way latency (its usec/xfer: the run's time over twice its
 // iterations) and bandwidth (MB/s, 10^6 bytes).
-func runFiPingpong(prov string, size, iters int) (usec, mbps float64, err error) {
+func runFiPingpong(prov, ep string, size, iters int) (usec, mbps float64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), fiPingpongTimeout)
 	defer cancel()
 	port, err := freePort()
 	if err != nil {
 		return 0, 0, err
 	}
-	args := []string{"-p", prov, "-e", "rdm", "-I", strconv.Itoa(iters), "-S", strconv.Itoa(size)}
+	args := []string{"-p", prov, "-e", ep, "-I", strconv.Itoa(iters), "-S", strconv.Itoa(size)}
 	server := exec.CommandContext(ctx, fiPingpong, append(args, "-B", port)...)
 	var serverOut bytes.Buffer
 	server.Stdout, server.Stderr = &serverOut, &serverOut
@@ -103,7 +126,7 @@ func runFiPingpong(prov string, size, iters int) (usec, mbps float64, err error)
 		}
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s -p %s at %d B: %v: %s", fiPingpong, prov, size, err, lastLine(out))
+		return 0, 0, fmt.Errorf("%s -p %s -e %s at %d B: %v: %s", fiPingpong, prov, ep, size, err, lastLine(out))
 	}
 	return parseFiPingpong(out)
 }

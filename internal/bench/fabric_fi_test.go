@@ -4,10 +4,13 @@ package bench
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rrefkit/rref/fifo"
 )
 
 // TestFiPingpongRow runs libfabric's fi_pingpong, when libfabric-bin is
@@ -17,20 +20,40 @@ func TestFiPingpongRow(t *testing.T) {
 		t.Skip("no fi_pingpong (Debian: libfabric-bin)")
 	}
 	rows := fiPingpongRow(0, func(string) {})
-	if len(rows) != 1 {
-		t.Fatalf("%d rows", len(rows))
+	prov, _ := fifo.DefaultFabricProvider()
+	if p := os.Getenv("RREF_FABRIC_PROVIDER"); p != "" {
+		prov = p
 	}
-	r := rows[0]
-	if r.Err != "" {
-		t.Fatal(r.Err)
+	want := 1
+	if tcpBased(prov) {
+		want = 2 // and tcp's connected endpoints
 	}
-	for _, size := range LatencySizes {
-		if r.LatencyNs[size] <= 0 {
-			t.Errorf("%s: no latency at %d B", r.Transport, size)
+	if len(rows) != want {
+		t.Fatalf("%d rows over %s, want %d", len(rows), prov, want)
+	}
+	for _, r := range rows {
+		if r.Err != "" {
+			t.Fatal(r.Err)
+		}
+		for _, size := range LatencySizes {
+			if r.LatencyNs[size] <= 0 {
+				t.Errorf("%s: no latency at %d B", r.Transport, size)
+			}
+		}
+		if r.Bandwidth[1<<20] <= 0 {
+			t.Errorf("%s: no bandwidth at 1 MiB", r.Transport)
 		}
 	}
-	if r.Bandwidth[1<<20] <= 0 {
-		t.Errorf("%s: no bandwidth at 1 MiB", r.Transport)
+}
+
+// TestTCPBased: the providers whose fabric row gets tcp's connected
+// endpoints as a second yardstick.
+func TestTCPBased(t *testing.T) {
+	for prov, want := range map[string]bool{"net": true, "tcp": true, "tcp;ofi_rxm": true, "net;ofi_rxm": true,
+		"shm": false, "verbs;ofi_rxm": false, "udp;ofi_rxd": false, "tcpx": false} {
+		if got := tcpBased(prov); got != want {
+			t.Errorf("tcpBased(%q) = %v", prov, got)
+		}
 	}
 }
 

@@ -55,9 +55,23 @@ func TestFabricAgainstFiPingpong(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got, v)
 		}
 	}
+	if len(rows[0].Ratios) != len(want) {
+		t.Errorf("ratios %v: the connected endpoints' appear without their row", rows[0].Ratios)
+	}
 	alone := []Row{rows[0]}
 	alone[0].Ratios = nil
 	if fabricAgainstFiPingpong(alone); alone[0].Ratios != nil {
 		t.Errorf("ratios without an fi_pingpong row: %v", alone[0].Ratios)
+	}
+	// Over a tcp-based provider, tcp's connected endpoints are a second
+	// yardstick, whose ratios carry their own names.
+	withMsg := []Row{{Transport: "fifo/fabric tcp;ofi_rxm", LatencyNs: rows[0].LatencyNs, Bandwidth: rows[0].Bandwidth}, rows[1],
+		{Transport: "fi_pingpong tcp" + fiPingpongMsg, LatencyNs: map[int]float64{56: 10e3, 4 << 10: 20e3, 1 << 20: 300e3}, Bandwidth: map[int]float64{1 << 20: 4e9}}}
+	withMsg[0].Ratios = nil
+	fabricAgainstFiPingpong(withMsg)
+	for k, v := range map[string]float64{fabricLat56: 1.5, fabricLat56 + fabricMsg: 3, fabricLat4K + fabricMsg: 2, fabricLat1M + fabricMsg: 3, fabricBW1M + fabricMsg: 0.25} {
+		if got := withMsg[0].Ratios[k]; got != v {
+			t.Errorf("with the -e msg row: %s = %v, want %v", k, got, v)
+		}
 	}
 }

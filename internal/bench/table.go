@@ -311,6 +311,11 @@ func Write(w io.Writer, rows []Row, format string) error {
 				fmt.Fprintf(w, "%s at 4 KiB, %s at 1 MiB; bandwidth at 1 MiB %s (streamed, over fi_pingpong's ping-pong).\n",
 					ratio(r, fabricLat4K), ratio(r, fabricLat1M), ratio(r, fabricBW1M))
 			}
+			if r.Ratios[fabricLat56+fabricMsg] > 0 {
+				fmt.Fprintf(w, "%s against fi_pingpong over tcp's own connected endpoints (-p tcp -e msg, this run): latency %s at 56 B,\n", r.Transport, ratio(r, fabricLat56+fabricMsg))
+				fmt.Fprintf(w, "%s at 4 KiB, %s at 1 MiB; bandwidth at 1 MiB %s.\n",
+					ratio(r, fabricLat4K+fabricMsg), ratio(r, fabricLat1M+fabricMsg), ratio(r, fabricBW1M+fabricMsg))
+			}
 			if r.Ratios[fabricP99] > 0 {
 				fmt.Fprintf(w, "%s one-way latency at 56 B, each round trip timed: median %.2f us, 99th percentile %.2f us (%s the median).\n",
 					r.Transport, r.LatencyP50Ns[56]/1e3, r.LatencyP99Ns[56]/1e3, ratio(r, fabricP99))
@@ -358,13 +363,15 @@ func writeTable(w io.Writer, h []string, table [][]string, format string, raw an
 	return nil
 }
 
-// The fabric row's ratios to fi_pingpong's.
+// The fabric row's ratios to fi_pingpong's, and over a tcp-based provider
+// to fi_pingpong's over tcp's connected endpoints (suffix fabricMsg).
 const (
 	fabricLat56 = "latency56_over_fi_pingpong"
 	fabricLat4K = "latency4K_over_fi_pingpong"
 	fabricLat1M = "latency1M_over_fi_pingpong"
 	fabricBW1M  = "bandwidth1M_over_fi_pingpong"
 	fabricP99   = "latency56_p99_over_median"
+	fabricMsg   = "_msg"
 )
 
 // fabricTail measures the fifo/fabric row's 56-byte latency distribution
@@ -392,29 +399,39 @@ func fabricTail(rows []Row, d time.Duration, progress func(string)) {
 }
 
 // fabricAgainstFiPingpong fills in the fifo/fabric row's ratios to the
-// fi_pingpong row's, when both were measured.
+// fi_pingpong rows', when both were measured.
 func fabricAgainstFiPingpong(rows []Row) {
-	var fab, fi *Row
+	var fab, fi, msg *Row
 	for i := range rows {
-		switch {
-		case strings.HasPrefix(rows[i].Transport, "fifo/fabric"):
+		switch t := rows[i].Transport; {
+		case strings.HasPrefix(t, "fifo/fabric"):
 			fab = &rows[i]
-		case strings.HasPrefix(rows[i].Transport, fiPingpong):
+		case strings.HasPrefix(t, fiPingpong) && strings.HasSuffix(t, fiPingpongMsg):
+			msg = &rows[i]
+		case strings.HasPrefix(t, fiPingpong):
 			fi = &rows[i]
 		}
 	}
-	if fab == nil || fi == nil {
+	if fab == nil {
 		return
 	}
-	if fab.Ratios == nil {
-		fab.Ratios = map[string]float64{}
-	}
-	for key, size := range map[string]int{fabricLat56: 56, fabricLat4K: 4 << 10, fabricLat1M: 1 << 20} {
-		if a, b := fab.LatencyNs[size], fi.LatencyNs[size]; a > 0 && b > 0 {
-			fab.Ratios[key] = a / b
+	for _, y := range []struct {
+		row    *Row
+		suffix string
+	}{{fi, ""}, {msg, fabricMsg}} {
+		if y.row == nil {
+			continue
 		}
-	}
-	if a, b := fab.Bandwidth[1<<20], fi.Bandwidth[1<<20]; a > 0 && b > 0 {
-		fab.Ratios[fabricBW1M] = a / b
+		if fab.Ratios == nil {
+			fab.Ratios = map[string]float64{}
+		}
+		for key, size := range map[string]int{fabricLat56: 56, fabricLat4K: 4 << 10, fabricLat1M: 1 << 20} {
+			if a, b := fab.LatencyNs[size], y.row.LatencyNs[size]; a > 0 && b > 0 {
+				fab.Ratios[key+y.suffix] = a / b
+			}
+		}
+		if a, b := fab.Bandwidth[1<<20], y.row.Bandwidth[1<<20]; a > 0 && b > 0 {
+			fab.Ratios[fabricBW1M+y.suffix] = a / b
+		}
 	}
 }
