@@ -32,25 +32,7 @@ func TestPlainCallAllocatesNothingOnEveryTransport(t *testing.T) {
 					t.Fatal(v, err)
 				}
 			}
-			for range 1000 {
-				call()
-			}
-			// The least of a few runs: a loaded host adds allocations of
-			// its own (a function held past inlineLimit hands its
-			// connection to a new goroutine), never takes the call's away.
-			const calls, runs = 2000, 3
-			least := -1.0
-			for range runs {
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				for range calls {
-					call()
-				}
-				runtime.ReadMemStats(&after)
-				if per := float64(after.Mallocs-before.Mallocs) / calls; least < 0 || per < least {
-					least = per
-				}
-			}
+			least := steadyAllocs(call)
 			t.Logf("%.3f allocations a call", least)
 			if least > callAllocBound {
 				t.Errorf("a call over %s allocates %.3f times on average in steady state (bound %v)", transport, least, callAllocBound)
@@ -84,28 +66,37 @@ func TestFetchAllocatesNothingOnEveryTransport(t *testing.T) {
 					t.Fatal(v, err)
 				}
 			}
-			for range 1000 {
-				fetch()
-			}
-			const fetches, runs = 2000, 3
-			least := -1.0
-			for range runs {
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				for range fetches {
-					fetch()
-				}
-				runtime.ReadMemStats(&after)
-				if per := float64(after.Mallocs-before.Mallocs) / fetches; least < 0 || per < least {
-					least = per
-				}
-			}
+			least := steadyAllocs(fetch)
 			t.Logf("%.3f allocations a fetch", least)
 			if least > callAllocBound {
 				t.Errorf("a fetch over %s allocates %.3f times on average in steady state (bound %v)", transport, least, callAllocBound)
 			}
 		})
 	}
+}
+
+// steadyAllocs warms op up, then returns the allocations it averages in
+// the least of a few runs: a loaded host adds allocations of its own (a
+// function held past inlineLimit hands its connection to a new
+// goroutine), never takes op's away.
+func steadyAllocs(op func()) float64 {
+	const warm, ops, runs = 1000, 2000, 3
+	for range warm {
+		op()
+	}
+	least := -1.0
+	for range runs {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range ops {
+			op()
+		}
+		runtime.ReadMemStats(&after)
+		if per := float64(after.Mallocs-before.Mallocs) / ops; least < 0 || per < least {
+			least = per
+		}
+	}
+	return least
 }
 
 // startPair starts a server set up by setup and its client over
