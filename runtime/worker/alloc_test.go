@@ -23,20 +23,14 @@ func TestPlainCallAllocatesNothingOnEveryTransport(t *testing.T) {
 	}
 	for _, transport := range []string{"mem", "shm", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
-			_, client := startPair(t, transport, func(w *Worker) {
-				Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
-			})
+			_, client := addPair(t, transport)
 			ctx := context.Background()
 			call := func() {
 				if v, err := Call[int64](ctx, client, "server", "add", [2]int64{40, 2}); err != nil || v != 42 {
 					t.Fatal(v, err)
 				}
 			}
-			least := steadyAllocs(call)
-			t.Logf("%.3f allocations a call", least)
-			if least > callAllocBound {
-				t.Errorf("a call over %s allocates %.3f times on average in steady state (bound %v)", transport, least, callAllocBound)
-			}
+			checkSteadyAllocs(t, "a call over "+transport, call)
 		})
 	}
 }
@@ -52,9 +46,7 @@ func TestFetchAllocatesNothingOnEveryTransport(t *testing.T) {
 	}
 	for _, transport := range []string{"mem", "shm", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
-			_, client := startPair(t, transport, func(w *Worker) {
-				Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
-			})
+			_, client := addPair(t, transport)
 			ctx := context.Background()
 			r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
 			if err != nil {
@@ -66,12 +58,19 @@ func TestFetchAllocatesNothingOnEveryTransport(t *testing.T) {
 					t.Fatal(v, err)
 				}
 			}
-			least := steadyAllocs(fetch)
-			t.Logf("%.3f allocations a fetch", least)
-			if least > callAllocBound {
-				t.Errorf("a fetch over %s allocates %.3f times on average in steady state (bound %v)", transport, least, callAllocBound)
-			}
+			checkSteadyAllocs(t, "a fetch over "+transport, fetch)
 		})
+	}
+}
+
+// checkSteadyAllocs fails the test when op, named what, averages more
+// than callAllocBound allocations in steady state (steadyAllocs).
+func checkSteadyAllocs(t *testing.T, what string, op func()) {
+	t.Helper()
+	least := steadyAllocs(op)
+	t.Logf("%s: %.3f allocations each", what, least)
+	if least > callAllocBound {
+		t.Errorf("%s allocates %.3f times on average in steady state (bound %v)", what, least, callAllocBound)
 	}
 }
 
@@ -97,6 +96,14 @@ func steadyAllocs(op func()) float64 {
 		}
 	}
 	return least
+}
+
+// addPair starts a server serving "add" (two int64s) and its client
+// over transport.
+func addPair(t *testing.T, transport string) (server, client *Worker) {
+	return startPair(t, transport, func(w *Worker) {
+		Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
+	})
 }
 
 // startPair starts a server set up by setup and its client over

@@ -18,9 +18,7 @@ func holdDeletes(t *testing.T) {
 // releasedOverTCP makes a value on the server, reads it and releases it,
 // over tcp, and returns the pair.
 func releasedOverTCP(t *testing.T) (server, client *Worker) {
-	server, client = startPair(t, "tcp", func(w *Worker) {
-		Register(w, "add", func(ctx context.Context, x [2]int64) (int64, error) { return x[0] + x[1], nil })
-	})
+	server, client = addPair(t, "tcp")
 	ctx := context.Background()
 	r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
 	if err != nil {
