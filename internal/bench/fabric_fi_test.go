@@ -4,13 +4,10 @@ package bench
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rrefkit/rref/fifo"
 )
 
 // TestFiPingpongRow runs libfabric's fi_pingpong, when libfabric-bin is
@@ -20,10 +17,7 @@ func TestFiPingpongRow(t *testing.T) {
 		t.Skip("no fi_pingpong (Debian: libfabric-bin)")
 	}
 	rows := fiPingpongRow(0, func(string) {})
-	prov, _ := fifo.DefaultFabricProvider()
-	if p := os.Getenv("RREF_FABRIC_PROVIDER"); p != "" {
-		prov = p
-	}
+	prov, _ := benchFabricProvider()
 	want := 1
 	if tcpBased(prov) {
 		want = 2 // and tcp's connected endpoints
