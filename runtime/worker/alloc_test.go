@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // callAllocBound is the allocations a plain Call may average in steady
@@ -136,4 +137,48 @@ func startPair(t *testing.T, transport string, setup func(w *Worker)) (server, c
 	}
 	t.Cleanup(func() { client.Close(); server.Close() })
 	return server, client
+}
+
+// TestAbandonedFetchesGiveTheirFramesBack attacks the fetch frame's trip to
+// its fetcher and back: fetches abandoned at random moments (their answer
+// arriving before, during or after the give-up) must give each frame back
+// exactly once, or a later value would read another's bytes. Every
+// completed fetch must return its own RRef's value.
+func TestAbandonedFetchesGiveTheirFramesBack(t *testing.T) {
+	for _, transport := range []string{"mem", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			_, client := addPair(t, transport)
+			ctx := context.Background()
+			refs := make([]*RRef[int64], 8)
+			for i := range refs {
+				r, err := Remote[int64](ctx, client, "server", "add", [2]int64{int64(i) << 40, int64(i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Release()
+				refs[i] = r
+			}
+			abandoned := 0
+			for n := range 2000 {
+				i := n % len(refs)
+				want := int64(i)<<40 + int64(i)
+				fctx, cancel := context.WithTimeout(ctx, time.Duration(n%7)*10*time.Microsecond)
+				v, err := refs[i].ToHere(fctx)
+				cancel()
+				if err == nil && v != want {
+					t.Fatalf("fetch %d of RRef %d read %#x, want %#x", n, i, v, want)
+				}
+				if err != nil {
+					abandoned++
+				}
+				if v, err := refs[(i+3)%len(refs)].ToHere(ctx); err != nil || v != int64((i+3)%len(refs))<<40+int64((i+3)%len(refs)) {
+					t.Fatalf("fetch after an abandoned one: %#x, %v", v, err)
+				}
+			}
+			t.Logf("%d of 2000 fetches abandoned", abandoned)
+			if abandoned == 0 {
+				t.Error("no fetch was abandoned: the test attacked nothing")
+			}
+		})
+	}
 }

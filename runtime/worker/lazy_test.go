@@ -87,3 +87,22 @@ func TestShutdownSendsDeferredDeletes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeferredDeleteAfterClose: a worker closed while a delete waits, its
+// timer firing afterwards, neither sends nor panics, and its owner still
+// reclaims the value (the holder is gone).
+func TestDeferredDeleteAfterClose(t *testing.T) {
+	old := deleteDelay
+	deleteDelay = 5 * time.Millisecond
+	t.Cleanup(func() { deleteDelay = old })
+	server, client := releasedOverTCP(t)
+	client.Close()
+	time.Sleep(4 * deleteDelay) // the timer fires on a closed worker
+	deadline := time.Now().Add(5 * time.Second)
+	for server.DebugInfo().Counters.Owners != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the owner still holds the value 5 s after its only holder closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
