@@ -21,7 +21,7 @@ func TestMutants(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if len(names) < 18 {
+	if len(names) < 20 {
 		t.Fatalf("only %d mutants", len(names))
 	}
 	defer core.SetMutant(0)
@@ -67,7 +67,7 @@ func TestEnumerationCatchesMutants(t *testing.T) {
 	defer core.SetMutant(0)
 	for _, name := range []string{"ack-unrecorded", "child-accept-early", "creator-delete-not-deferred", "cut-refused",
 		"dead-child-pinned", "dead-holder-kept", "fork-request-dropped", "no-pin", "owner-death-not-to-fetches",
-		"owner-deletes-on-first", "pending-release-no-delete", "timed-out-delete-early"} {
+		"owner-deletes-on-first", "pending-release-no-delete", "timed-out-delete-early", "merged-ack-not-carried", "ack-carried-to-any-fork"} {
 		core.SetMutant(core.Mutants[name])
 		caught := ""
 		n := Enumerate(Bound{Workers: 3, Commands: 3}, func(sc *Scenario) bool {

@@ -112,11 +112,7 @@ func coresCommute(c *core.Core, a, b inFlight) bool {
 // deliverAlone delivers m to c and encodes what c emits; false when the
 // outputs hold something the world would play back into the core.
 func deliverAlone(c *core.Core, m inFlight) ([]byte, bool) {
-	if m.notice {
-		c.PeerFailed(m.from)
-	} else {
-		c.Deliver(m.from, m.msg)
-	}
+	m.handTo(c)
 	r := c.TakeReady()
 	if len(r.Runs) > 0 || len(r.Calls) > 0 || c.HasReady() {
 		return nil, false

@@ -24,18 +24,30 @@ type (
 type inFlight struct {
 	from, to WorkerID
 	notice   bool // `to` learns that `from` failed
-	msg      rref.Message
+	// flush: `to`'s timer for the RemoteRet it held back for ack fires
+	// (core.WithDeferredAcks); from is `to`. Pending like a message, it
+	// may fire before or after anything else in flight.
+	flush bool
+	ack   RRefID
+	msg   rref.Message
 	// digest names the message for de-duplicating choices and for the
-	// state key: of its sender, receiver, then its frame (or "notice").
+	// state key: of its sender, receiver, then its frame (or "notice", or
+	// the flush and its value).
 	digest digest
 }
 
 func (m inFlight) String() string {
-	if m.notice {
+	switch {
+	case m.notice:
 		return fmt.Sprintf("notice to %d: worker %d failed", m.to, m.from)
+	case m.flush:
+		return fmt.Sprintf("ack timer of %d for %d:%d", m.to, m.ack.Worker, m.ack.Local)
 	}
 	return fmt.Sprintf("%d->%d %s", m.from, m.to, core.FormatMessage(m.msg))
 }
+
+// isMessage reports whether m is a message (not a notice or a timer).
+func (m inFlight) isMessage() bool { return !m.notice && !m.flush }
 
 type dupRule struct {
 	from, to WorkerID
@@ -171,7 +183,7 @@ func SeededCore(self WorkerID) *core.Core {
 	var seed [32]byte
 	copy(seed[:], "rref conformance ids")
 	binary.LittleEndian.PutUint32(seed[28:], uint32(self))
-	return core.New(self, core.WithIDSeed(seed))
+	return core.New(self, core.WithIDSeed(seed), core.WithDeferredAcks())
 }
 
 // slot is one worker's part of a world.
@@ -296,12 +308,15 @@ type spares struct {
 // message's (its sender, receiver and bytes).
 type deliveryKey struct{ core, msg digest }
 
-// handTo gives m to c, its receiver's core: a message, or the notice of
-// its sender's death.
+// handTo gives m to c, its receiver's core: a message, the notice of its
+// sender's death, or its timer for a held-back RemoteRet.
 func (m inFlight) handTo(c *core.Core) {
-	if m.notice {
+	switch {
+	case m.notice:
 		c.PeerFailed(m.from)
-	} else {
+	case m.flush:
+		c.FlushAck(m.ack)
+	default:
 		c.Deliver(m.from, m.msg)
 	}
 }
@@ -322,8 +337,8 @@ func (w *world) recheck(m inFlight, d *delivery) string {
 	fresh = fmt.Appendf(fresh, "%+v %+v %+v %+v %+v %v", r.Runs, r.Fetches, r.Calls, r.Cancels, r.Freed, r.Errors)
 	cached = fmt.Appendf(cached, "%+v %+v %+v %+v %+v %v", d.ready.Runs, d.ready.Fetches, d.ready.Calls, d.ready.Cancels, d.ready.Freed, d.ready.Errors)
 	if c.RecomputeStateDigest() != d.held.core.RecomputeStateDigest() || !bytes.Equal(fresh, cached) {
-		what := "a failure notice"
-		if !m.notice {
+		what := m.String()
+		if m.isMessage() {
 			what = core.FormatMessage(m.msg)
 		}
 		return fmt.Sprintf("delivering %s from %s to %s: afresh the core became\n%s\nand produced %+v;\nthe cache holds\n%s\nand %+v",
@@ -503,6 +518,9 @@ func (w *world) Describe(c int) string {
 	if m.notice {
 		return fmt.Sprintf("deliver to %s: %s failed", w.name(m.to), w.name(m.from))
 	}
+	if m.flush {
+		return fmt.Sprintf("on %s: the timer for the RemoteRet held back for %d:%d fires", w.name(m.to), m.ack.Worker, m.ack.Local)
+	}
 	return fmt.Sprintf("deliver %s->%s %s", w.name(m.from), w.name(m.to), core.FormatMessage(m.msg))
 }
 
@@ -550,7 +568,7 @@ func (w *world) step(c int) {
 	if w.slots[m.to-1].dead {
 		return
 	}
-	if rc, ok := m.msg.(*rref.RemoteCall); ok && !m.notice {
+	if rc, ok := m.msg.(*rref.RemoteCall); ok && m.isMessage() {
 		w.mw().remoteArrived.set(rc.RRef, true)
 		w.set(tableRemoteArrived, rrefKey(rc.RRef))
 	}
@@ -843,16 +861,20 @@ func (w *world) push(m inFlight) {
 	key = append(key, '>')
 	key = strconv.AppendUint(key, uint64(m.to), 10)
 	key = append(key, ':')
-	if m.notice {
+	switch {
+	case m.notice:
 		key = append(key, "notice"...)
-	} else {
+	case m.flush:
+		key = append(key, "flush"...)
+		key = rref.AppendRRefID(key, &m.ack)
+	default:
 		key = rref.AppendFrame(key, m.msg)
 	}
 	m.digest = digestOf(key)
 	*w.scratch = key
 	w.inflight = append(w.inflight, m)
 	w.fp.Add(tableInflight)
-	if m.notice {
+	if !m.isMessage() {
 		return
 	}
 	w.read(tableDups, 0)
@@ -904,6 +926,9 @@ func (w *world) process(id WorkerID, r core.Ready) {
 			continue
 		}
 		w.push(inFlight{from: id, to: m.To, msg: m.Msg})
+	}
+	for _, ack := range r.DeferredAcks {
+		w.push(inFlight{from: id, to: id, flush: true, ack: ack})
 	}
 	for _, fr := range r.Freed {
 		w.checkFreed(id, fr.RRef)
@@ -1128,9 +1153,13 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 		w.set(tablePath, forkKey(m.Fork))
 		descs(m.RRefs, e.To, "")
 	case *rref.RemoteRet:
+		// Read for children (S2) and for forks below a crash (S1), never
+		// for a creator's fork: the answer to its fetch that confirms it
+		// (FetchRet.Confirms) needs no mark.
 		mon := w.mw()
 		mon.mark(&mon.answered, factAnswered, m.Fork)
 		w.set(tableAnswered, forkKey(m.Fork))
+
 	case *rref.ForkAck:
 		mon := w.mw()
 		mon.mark(&mon.answered, factAnswered, m.Fork)

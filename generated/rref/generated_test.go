@@ -157,10 +157,11 @@ func messageSamples() []Message {
 			},
 		},
 		&FetchRet{
-			Code:    "héllo",
-			Error:   ErrorKindDeadlineExceeded,
-			FetchID: 1099511627776,
-			Message: "héllo",
+			Code:     "héllo",
+			Confirms: true,
+			Error:    ErrorKindDeadlineExceeded,
+			FetchID:  1099511627776,
+			Message:  "héllo",
 			RRef: RRefID{
 				Local:  1099511627776,
 				Worker: WorkerID(70000),

@@ -621,7 +621,8 @@ func (s UserState) IsHot() bool {
 type UserEvent uint8
 
 const (
-	// The owner confirmed the fork (RemoteRet, ForkAck), or the parent was the owner itself.
+	// The owner confirmed the fork (RemoteRet, ForkAck, or a FetchRet that confirms), or the
+	// parent was the owner itself.
 	UserOnConfirm UserEvent = 0
 	// The program dropped its handle.
 	UserOnRelease UserEvent = 1
@@ -690,7 +691,7 @@ var UserMachine = genrt.MachineInfo{
 	Doc: "User is a UserRRef on a worker that is not the owner.",
 	Events: []genrt.EventInfo{
 		{
-			Doc:     "The owner confirmed the fork (RemoteRet, ForkAck), or the parent was the owner itself.",
+			Doc:     "The owner confirmed the fork (RemoteRet, ForkAck, or a FetchRet that confirms), or the\nparent was the owner itself.",
 			Name:    "Confirm",
 			Payload: "",
 		},

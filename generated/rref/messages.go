@@ -403,7 +403,9 @@ func ConsumeRemoteCall(b []byte, lim *genrt.Limits) (v RemoteCall, n int, err er
 }
 
 // RemoteRet is the owner's ACK of the creator's fork: only after it may the creator's delete
-// leave (G2 for the creator).
+// leave (G2 for the creator). An owner may hold it back briefly (the driver bounds how long), so
+// that it rides on its answer to the creator's fetch instead (FetchRet.confirms): a Remote
+// followed by ToHere then costs one answer, not two.
 type RemoteRet struct {
 	RRef RRefID
 	Fork ForkID
@@ -532,6 +534,9 @@ type FetchRet struct {
 	Value   []byte
 	// The application's code for a user error, as both sides registered it; empty when none.
 	Code string
+	// The fetch came through the creator's fork, whose RemoteRet the owner held back: this
+	// answer is that ACK too, and no RemoteRet follows.
+	Confirms bool
 }
 
 func (m *FetchRet) MessageCode() Code {
@@ -553,6 +558,7 @@ func SizeFetchRet(v *FetchRet) int {
 	n += genrt.SizeBytes(len(v.Message))
 	n += genrt.SizeBytes(len(v.Value))
 	n += genrt.SizeBytes(len(v.Code))
+	n += 1
 	return n
 }
 
@@ -564,6 +570,7 @@ func AppendFetchRet(b []byte, v *FetchRet) []byte {
 	b = genrt.AppendString(b, string(v.Message))
 	b = genrt.AppendBytes(b, v.Value)
 	b = genrt.AppendString(b, string(v.Code))
+	b = genrt.AppendBool(b, bool(v.Confirms))
 	return b
 }
 
@@ -619,6 +626,14 @@ func ConsumeFetchRet(b []byte, lim *genrt.Limits) (v FetchRet, n int, err error)
 			return v, 0, genrt.Wrap("FetchRet", "code", off, err)
 		}
 		v.Code = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeBool(b[off:])
+		if err != nil {
+			return v, 0, genrt.Wrap("FetchRet", "confirms", off, err)
+		}
+		v.Confirms = x
 		off += k
 	}
 	return v, off, nil

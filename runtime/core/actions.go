@@ -126,12 +126,40 @@ func (c *Core) CompleteRemote(id RRefID, value []byte, fail Failure) error {
 	return nil
 }
 
+// answerFetch answers a fetch of a value that exists. o is the owners
+// table's own (written through ownersW): an answer to the creator's fetch
+// takes its held-back RemoteRet along.
 func (c *Core) answerFetch(id RRefID, o *ownerRec, w waitingFetch) {
 	if w.from == c.self {
 		c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: w.fetchID, Handle: w.handle, Value: o.value, Err: o.err, Message: o.errMsg, Code: o.errCode})
 		return
 	}
-	c.send(w.from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: o.err, Message: o.errMsg, Code: o.errCode, Value: o.value}))
+	confirms := false
+	if o.ackDue != (ForkID{}) && (w.fork == o.ackDue || mutant(mutAckCarriedToAnyFork)) {
+		// The creator's fork is known, or ackDue would have been cleared
+		// (FlushAck checks it anyway): only its holder fetches through it.
+		if f, ok := o.forks.get(o.ackDue); ok && f.state == rref.ForkKnown && (f.holder == w.from || mutant(mutAckCarriedToAnyFork)) {
+			o.ackDue = ForkID{}
+			confirms = !mutant(mutMergedAckNotCarried)
+		}
+	}
+	c.send(w.from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: w.fetchID, RRef: id, Error: o.err, Message: o.errMsg, Code: o.errCode, Value: o.value, Confirms: confirms}))
+}
+
+// FlushAck sends the RemoteRet held back for id (WithDeferredAcks), unless
+// the answer to its creator's fetch took it along, or the creator's fork is
+// no longer known (its holder died, or a hostile one deleted it unconfirmed).
+func (c *Core) FlushAck(id RRefID) {
+	o := c.owners.at(id)
+	if o == nil || o.ackDue == (ForkID{}) {
+		return // merged, flushed, or freed
+	}
+	o = c.ownersW().at(id)
+	fork := o.ackDue
+	o.ackDue = ForkID{}
+	if f, ok := o.forks.get(fork); ok && f.state == rref.ForkKnown {
+		c.send(f.holder, c.pools().remoteRet.fill(rref.RemoteRet{RRef: id, Fork: fork}))
+	}
 }
 
 // Fetch asks for the value behind h (to_here). The result arrives as a

@@ -52,6 +52,7 @@ type waitingFetch struct {
 	from    WorkerID // self for a local fetch
 	fetchID uint64
 	handle  HandleID // local fetches only
+	fork    ForkID   // the fork it came through: remote fetches only
 }
 
 type ownerRec struct {
@@ -65,6 +66,9 @@ type ownerRec struct {
 	local   int                    // local handles on the owner
 	waiting []waitingFetch
 	charges []charge // awaiting only: what each peer added, refunded when it settles
+	// ackDue is the creator's fork whose RemoteRet is held back
+	// (WithDeferredAcks), for the answer to its fetch to carry; zero: none.
+	ackDue ForkID
 }
 
 // charge is what one peer added to a record awaiting its RemoteCall.
@@ -157,6 +161,7 @@ type Core struct {
 	pendingTicks uint64
 	seeded       bool
 	expired      int
+	deferAcks    bool // WithDeferredAcks
 
 	// shared holds the tables this core shares with a clone, copied on
 	// their first write (cow.go); digests the tables' state digests, those
@@ -215,6 +220,17 @@ func WithPendingTicks(n int) Option {
 			c.pendingTicks = uint64(n)
 		}
 	}
+}
+
+// WithDeferredAcks lets the core hold back the RemoteRet that confirms a
+// creator's fork, so that the answer to the creator's fetch confirms it
+// instead (FetchRet.Confirms): a Remote followed by ToHere then costs the
+// owner one answer and the creator one message to handle, not two. Each
+// RemoteRet held back is listed in Ready.DeferredAcks, and the driver
+// must call FlushAck for it soon after (the worker does after 200 us):
+// until then the creator's fork stays unconfirmed, and its delete waits.
+func WithDeferredAcks() Option {
+	return func(c *Core) { c.deferAcks = true }
 }
 
 // New returns the core of worker self. Unless WithIDSeed is given, the ids
@@ -279,6 +295,7 @@ func (c *Core) TakeReadyInto(r *Ready) {
 	takeInto(&c.ready.Cancels, &r.Cancels)
 	takeInto(&c.ready.Freed, &r.Freed)
 	takeInto(&c.ready.Errors, &r.Errors)
+	takeInto(&c.ready.DeferredAcks, &r.DeferredAcks)
 }
 
 // takeInto moves what *from holds into *to, which is empty, and leaves

@@ -22,6 +22,8 @@ var Mutants = map[string]mutantID{
 	"self-fetch-sent":             mutSelfFetchSent,
 	"cut-refused":                 mutCutRefused,
 	"refuse-after-crash":          mutRefuseAfterCrash,
+	"merged-ack-not-carried":      mutMergedAckNotCarried,
+	"ack-carried-to-any-fork":     mutAckCarriedToAnyFork,
 }
 
 var activeMutant mutantID

@@ -139,7 +139,14 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 		o.forks.put(m.Fork, f)
 		o.known++
 	}
-	c.send(from, c.pools().remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
+	if c.deferAcks {
+		// Held back for the creator's fetch to take along (answerFetch);
+		// the driver's FlushAck sends it if none does.
+		o.ackDue = m.Fork
+		c.ready.DeferredAcks = append(c.ready.DeferredAcks, m.RRef)
+	} else {
+		c.send(from, c.pools().remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
+	}
 	c.runAfter(from, m.RRefs, Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args})
 	return nil
 }
@@ -168,10 +175,18 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 	if u.owner != from || u.rref != id {
 		return c.refuse(from, code, "answer for fork %v of %v, which it does not own", fork, id)
 	}
+	c.confirm(u, code, refused)
+	return nil
+}
+
+// confirm applies the owner's answer to fork u, and drains u, unless u had
+// an answer before; it reports whether it applied it.
+func (c *Core) confirm(u *userRec, code rref.Code, refused bool) bool {
 	if u.state != rref.UserPending && u.state != rref.UserPendingReleased {
 		c.dupes++
-		return nil
+		return false
 	}
+	id, fork := u.rref, u.fork
 	// A creator's fork has no parent to tell: the owner refuses it with a
 	// ForkAck only when it gave the value up (refuseLateRemote).
 	viaParent := code == rref.CodeForkAck && u.parent != ForkID{}
@@ -186,7 +201,7 @@ func (c *Core) onConfirm(from WorkerID, code rref.Code, id RRefID, fork ForkID, 
 	}
 	c.settleRuns(u)
 	c.maybeDrain(u)
-	return nil
+	return true
 }
 
 // onFetchCall serves a fetch to whoever names an RRef this owner holds: the
@@ -219,7 +234,7 @@ func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
 			return err
 		}
 	}
-	w := waitingFetch{from: from, fetchID: m.FetchID}
+	w := waitingFetch{from: from, fetchID: m.FetchID, fork: m.Fork}
 	if o.state == rref.OwnerReady {
 		c.answerFetch(m.RRef, o, w)
 	} else {
@@ -238,9 +253,17 @@ func (c *Core) onFetchRet(from WorkerID, m *rref.FetchRet) error {
 	if u == nil || u.owner != from || u.rref != m.RRef {
 		return c.refuse(from, rref.CodeFetchRet, "reply to fetch %d from a worker that is not its owner", m.FetchID)
 	}
+	if m.Confirms && u.parent != (ForkID{}) {
+		// Only a creator's RemoteRet is held back: a child's fork is
+		// confirmed by ForkAck, which its parent waits to hear of.
+		return c.refuse(from, rref.CodeFetchRet, "reply to fetch %d confirms fork %v, which is not its creator's", m.FetchID, f.fork)
+	}
 	delete(c.fetchesW(), m.FetchID)
 	u.fetching--
 	c.ready.Fetches = append(c.ready.Fetches, FetchResult{FetchID: m.FetchID, Handle: f.handle, Value: m.Value, Err: m.Error, Message: m.Message, Code: m.Code})
+	if m.Confirms && c.confirm(u, rref.CodeRemoteRet, false) {
+		return nil // drained
+	}
 	c.maybeDrain(u)
 	return nil
 }

@@ -44,13 +44,18 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of script
 //	counters W           print W's debug counters
 //	forge W V Kind f=v.. W sends V a message it made up (fields below)
 //	tick W [N]           W's driver ticks N times (default 1)
+//	flush W              W's timer fires for the RemoteRets it held back
+//
+// "workers A B +held-acks" makes cores that hold back RemoteRets
+// (core.WithDeferredAcks): each one held back is printed, and stays held
+// until its owner's "flush".
 //
 // Cores mint their ids from a fixed seed per worker (core.WithIDSeed). Ids
 // are 64 random bits, so the output names the k-th id worker w minted w:k
 // (as a counter would), and forge takes the same names; a local written
 // #N is the raw number N, as an attacker guessing it would send. Forge
-// fields: rref, fork, parent, child (ids), fetch (a number), refused
-// (true/false).
+// fields: rref, fork, parent, child (ids), fetch (a number), refused and
+// confirms (true/false), value (bytes).
 type script struct {
 	names    []string
 	ids      map[string]core.WorkerID
@@ -63,6 +68,7 @@ type script struct {
 	out      []string
 	alias    map[core.WorkerID]map[uint64]int // minted local -> k
 	minted   map[core.WorkerID][]uint64       // k-1 -> minted local
+	held     map[core.WorkerID][]core.RRefID  // RemoteRets held back, until flush
 }
 
 // scriptAliases is how many ids of each worker the output names w:k: far
@@ -151,7 +157,8 @@ func (s *script) forged(kind string, fields []string) (rref.Message, error) {
 	var rr rref.RRefID
 	var fork, parent, child rref.ForkID
 	var fetch uint64
-	var refused bool
+	var refused, confirms bool
+	var value []byte
 	for _, f := range fields {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
@@ -178,6 +185,10 @@ func (s *script) forged(kind string, fields []string) (rref.Message, error) {
 			fetch = n
 		case "refused":
 			refused = v == "true"
+		case "confirms":
+			confirms = v == "true"
+		case "value":
+			value = []byte(v)
 		default:
 			return nil, fmt.Errorf("unknown field %q", k)
 		}
@@ -187,6 +198,8 @@ func (s *script) forged(kind string, fields []string) (rref.Message, error) {
 		return &rref.ForkRequest{RRef: rr, Fork: fork, Parent: parent}, nil
 	case "FetchCall":
 		return &rref.FetchCall{FetchID: fetch, RRef: rr, Fork: fork}, nil
+	case "FetchRet":
+		return &rref.FetchRet{FetchID: fetch, RRef: rr, Value: value, Confirms: confirms}, nil
 	case "UserDelete":
 		return &rref.UserDelete{RRef: rr, Fork: fork}, nil
 	case "ChildAccept":
@@ -219,6 +232,10 @@ func (s *script) drain(id core.WorkerID) {
 		}
 		for _, f := range r.Freed {
 			s.emit("%s freed %d:%d value=%q", s.name(id), f.RRef.Worker, f.RRef.Local, f.Value)
+		}
+		for _, ack := range r.DeferredAcks {
+			s.emit("%s holds back the RemoteRet of %d:%d", s.name(id), ack.Worker, ack.Local)
+			s.held[id] = append(s.held[id], ack)
 		}
 		for _, e := range r.Errors {
 			s.emit("%s error: %v", s.name(id), e)
@@ -264,11 +281,17 @@ func (s *script) run(line string) error {
 	}
 	switch f[0] {
 	case "workers":
-		for i, n := range f[1:] {
+		names := f[1:]
+		var opts []core.Option
+		if i := slices.Index(names, "+held-acks"); i >= 0 {
+			names = slices.Delete(slices.Clone(names), i, i+1)
+			opts = append(opts, core.WithDeferredAcks())
+		}
+		for i, n := range names {
 			id := core.WorkerID(i + 1)
 			s.names = append(s.names, n)
 			s.ids[n] = id
-			s.cores = append(s.cores, core.New(id, core.WithIDSeed(scriptSeed(id))))
+			s.cores = append(s.cores, core.New(id, append([]core.Option{core.WithIDSeed(scriptSeed(id))}, opts...)...))
 			s.dead = append(s.dead, false)
 			s.learnIDs(id)
 		}
@@ -352,6 +375,12 @@ func (s *script) run(line string) error {
 		for range n {
 			s.core(arg(1)).Tick()
 		}
+	case "flush":
+		id := s.ids[arg(1)]
+		for _, ack := range s.held[id] {
+			s.core(arg(1)).FlushAck(ack)
+		}
+		s.held[id] = nil
 	default:
 		return fmt.Errorf("unknown command %q", f[0])
 	}
@@ -468,7 +497,7 @@ func TestScripts(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := &script{ids: map[string]core.WorkerID{}, handles: map[string]core.HandleID{}, returns: map[string]string{}, fetchFor: map[string]string{},
-				alias: map[core.WorkerID]map[uint64]int{}, minted: map[core.WorkerID][]uint64{}}
+				alias: map[core.WorkerID]map[uint64]int{}, minted: map[core.WorkerID][]uint64{}, held: map[core.WorkerID][]core.RRefID{}}
 			var got []string
 			for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
 				switch {

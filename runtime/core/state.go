@@ -158,7 +158,9 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 				b = u(b, uint64(w.from))
 				b = u(b, w.fetchID)
 				b = u(b, uint64(w.handle))
+				b = rref.AppendForkID(b, &w.fork)
 			}
+			b = rref.AppendForkID(b, &o.ackDue)
 			b = u(b, c.awaiting.at(id)) // the tick it began awaiting in: 0 for any other
 			b = u(b, uint64(len(o.charges)))
 			for _, ch := range o.charges { // sorted by peer
@@ -337,6 +339,9 @@ func (c *Core) Dump() string {
 		if len(o.waiting) > 0 {
 			fmt.Fprintf(&b, " waiting=%d", len(o.waiting))
 		}
+		if o.ackDue != (ForkID{}) {
+			fmt.Fprintf(&b, " ack-held=%s", fmtFork(o.ackDue))
+		}
 		b.WriteString("\n")
 		for _, fid := range sortedIDs(&o.forks) {
 			f := o.forks.at(fid)
@@ -385,10 +390,14 @@ func FormatMessage(m rref.Message) string {
 	case *rref.FetchCall:
 		return fmt.Sprintf("FetchCall{fetch=%d rref=%s fork=%s}", m.FetchID, fmtRRef(m.RRef), fmtFork(m.Fork))
 	case *rref.FetchRet:
-		if m.Error != rref.ErrorKindNone {
-			return fmt.Sprintf("FetchRet{fetch=%d rref=%s err=%s}", m.FetchID, fmtRRef(m.RRef), m.Error)
+		confirms := ""
+		if m.Confirms {
+			confirms = " confirms"
 		}
-		return fmt.Sprintf("FetchRet{fetch=%d rref=%s value=%q}", m.FetchID, fmtRRef(m.RRef), m.Value)
+		if m.Error != rref.ErrorKindNone {
+			return fmt.Sprintf("FetchRet{fetch=%d rref=%s err=%s%s}", m.FetchID, fmtRRef(m.RRef), m.Error, confirms)
+		}
+		return fmt.Sprintf("FetchRet{fetch=%d rref=%s value=%q%s}", m.FetchID, fmtRRef(m.RRef), m.Value, confirms)
 	case *rref.ForkRequest:
 		return fmt.Sprintf("ForkRequest{rref=%s fork=%s parent=%s}", fmtRRef(m.RRef), fmtFork(m.Fork), fmtFork(m.Parent))
 	case *rref.ForkAck:

@@ -184,6 +184,10 @@ type Ready struct {
 	// Errors lists bad input refused and any illegal transition a machine
 	// reported; a correct run produces none of the latter.
 	Errors []error
+	// DeferredAcks lists the values whose creator's RemoteRet the core
+	// held back (WithDeferredAcks): the driver calls FlushAck for each
+	// soon, whether or not a fetch took the ACK along meanwhile.
+	DeferredAcks []RRefID
 }
 
 // Reset empties r and keeps its slices' memory for reuse, except that of a
@@ -196,6 +200,7 @@ func (r *Ready) Reset() {
 	r.Cancels = emptied(r.Cancels)
 	r.Freed = emptied(r.Freed)
 	r.Errors = emptied(r.Errors)
+	r.DeferredAcks = emptied(r.DeferredAcks)
 }
 
 func emptied[T any](s []T) []T {
@@ -214,7 +219,7 @@ const maxKeptReady = 256
 // Empty reports whether r holds nothing.
 func (r *Ready) Empty() bool {
 	return len(r.Messages) == 0 && len(r.Runs) == 0 && len(r.Fetches) == 0 && len(r.Calls) == 0 &&
-		len(r.Cancels) == 0 && len(r.Freed) == 0 && len(r.Errors) == 0
+		len(r.Cancels) == 0 && len(r.Freed) == 0 && len(r.Errors) == 0 && len(r.DeferredAcks) == 0
 }
 
 // Counters are the debug counters PyTorch exposes, plus our own.

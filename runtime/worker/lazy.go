@@ -69,10 +69,10 @@ func (w *Worker) flushDeferred(to core.WorkerID) {
 	w.sendLocked(ob, to, nil) // unlocks
 }
 
-// flushAllDeferred sends every delete still waiting, and reports whether
-// there was one.
+// flushAllDeferred sends every delete still waiting and every RemoteRet
+// held back (acks.go), and reports whether there was one.
 func (w *Worker) flushAllDeferred() bool {
-	found := false
+	found := w.flushAcks()
 	for i, ob := range w.outboxes {
 		if ob == nil {
 			continue

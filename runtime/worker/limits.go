@@ -57,7 +57,7 @@ func (w *Worker) refuseTooLarge(m core.Envelope, size int) {
 	case *rref.CallRet:
 		w.sendNow(core.Envelope{From: m.From, To: m.To, Msg: &rref.CallRet{CallID: msg.CallID, Error: rref.ErrorKindUser, Message: why, RRefs: msg.RRefs}})
 	case *rref.FetchRet:
-		w.sendNow(core.Envelope{From: m.From, To: m.To, Msg: &rref.FetchRet{FetchID: msg.FetchID, RRef: msg.RRef, Error: rref.ErrorKindUser, Message: why}})
+		w.sendNow(core.Envelope{From: m.From, To: m.To, Msg: &rref.FetchRet{FetchID: msg.FetchID, RRef: msg.RRef, Error: rref.ErrorKindUser, Message: why, Confirms: msg.Confirms}})
 	case *rref.Call:
 		w.cfg.Logger.Error("rref call passed the size check and did not fit", "worker", w.name, "err", why)
 		w.apply(func(c *core.Core) {

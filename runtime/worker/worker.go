@@ -167,6 +167,7 @@ type Worker struct {
 
 	running   atomic.Int64 // user functions running; Shutdown waits for them
 	jittering atomic.Int64 // messages held back by Config.jitter
+	acks      heldAcks     // RemoteRets the core holds back (acks.go)
 	counts    counters
 	rx        receivers
 	// readyFrom marks the peers that said all their links are up (Start),
@@ -185,7 +186,7 @@ type Worker struct {
 
 func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id),
+	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id, core.WithDeferredAcks()),
 		calls: newWaiting[callDone](), fetches: newWaiting[fetchDone](), kept: map[core.HandleID]bool{},
 		calling: map[callKey]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
 		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
@@ -278,6 +279,9 @@ func (w *Worker) effectsOf(r core.Ready, frame *[]byte) (handedOff bool) {
 	}
 	for _, run := range r.Runs {
 		w.spawn(run)
+	}
+	if len(r.DeferredAcks) > 0 {
+		w.holdAcks(r.DeferredAcks)
 	}
 	var self []core.Envelope
 	for i, m := range r.Messages {

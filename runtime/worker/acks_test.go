@@ -1,0 +1,171 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rrefkit/rref/fifo"
+)
+
+// holdAcksBack makes held-back RemoteRets wait for the creator's fetch, or
+// for the barrier, for the rest of the test.
+func holdAcksBack(t *testing.T) {
+	old := ackDelay
+	ackDelay = time.Hour
+	t.Cleanup(func() { ackDelay = old })
+}
+
+// waitFreed waits until w holds no value, and fails the test after 5 s.
+func waitFreed(t *testing.T, w *Worker, why string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for w.DebugInfo().Counters.Owners != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the owner still holds %d values 5 s after %s", w.DebugInfo().Counters.Owners, why)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFetchAnswerConfirmsTheCreator: with RemoteRets held back an hour, a
+// Remote followed by ToHere and Release must still free its value, on
+// every transport: the answer to the creator's fetch is its only
+// confirmation, and no RemoteRet leaves at all.
+func TestFetchAnswerConfirmsTheCreator(t *testing.T) {
+	holdAcksBack(t)
+	for _, transport := range []string{"mem", "shm", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			server, client := addPair(t, transport)
+			ctx := ctxT(t)
+			const rounds = 200
+			for i := range rounds {
+				r, err := Remote[int64](ctx, client, "server", "add", [2]int64{int64(i), 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, err := r.ToHere(ctx); err != nil || v != int64(i)+1 {
+					t.Fatalf("round %d: %d, %v", i, v, err)
+				}
+				r.Release()
+			}
+			waitFreed(t, server, "every reference was released")
+			if n := server.Metrics().Messages["out"]["RemoteRet"]; n != 0 {
+				t.Fatalf("the owner sent %d RemoteRets for %d Remotes each fetched at once; want none", n, rounds)
+			}
+			if n := client.Metrics().Messages["out"]["UserDelete"]; n != rounds {
+				t.Fatalf("the client sent %d deletes for %d released Remotes", n, rounds)
+			}
+		})
+	}
+}
+
+// TestHeldAckLeavesWithoutAFetch: a creator that never fetches is
+// confirmed when the owner's timer fires, and its released value freed.
+func TestHeldAckLeavesWithoutAFetch(t *testing.T) {
+	server, client := addPair(t, "tcp")
+	ctx := ctxT(t)
+	r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !r.Confirmed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the creator is not confirmed 5 s after its Remote")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.Release()
+	waitFreed(t, server, "its only reference was released")
+	if n := server.Metrics().Messages["out"]["RemoteRet"]; n != 1 {
+		t.Fatalf("the owner sent %d RemoteRets; want the one its timer sent", n)
+	}
+}
+
+// TestShutdownSendsHeldAcks: a graceful shutdown right after a Remote
+// that was never fetched, with RemoteRets held back an hour, neither waits
+// for the hour nor reports a leak: the barrier sends the held ack, the
+// creator's delete follows.
+func TestShutdownSendsHeldAcks(t *testing.T) {
+	holdAcksBack(t)
+	for _, transport := range []string{"mem", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			server, client := addPair(t, transport)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Release()
+			if err := SettleGroup(ctx, []*Worker{server, client}); err != nil {
+				t.Fatalf("settle with a held ack: %v", err)
+			}
+			if n := server.DebugInfo().Counters.Owners; n != 0 {
+				t.Fatalf("after settling the owner holds %d values", n)
+			}
+			errs := make(chan error, 2)
+			for _, w := range []*Worker{server, client} {
+				go func() { errs <- w.Shutdown(ctx) }()
+			}
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestTooLargeValueStillConfirms: the answer to a creator's fetch is its
+// confirmation, so when the value is too large for the transport and an
+// error goes back in its place, the error must confirm the fork too, or
+// the creator's delete would wait for a RemoteRet that never comes (held
+// back an hour here) and the value would leak.
+func TestTooLargeValueStillConfirms(t *testing.T) {
+	holdAcksBack(t)
+	const limit = 64 << 10
+	ws, err := NewGroup([]string{"A", "B"}, Config{Logger: quiet, CallTimeout: 10 * time.Second,
+		FIFO: fifo.Config{MaxMessage: limit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ws[0].Close(); ws[1].Close() }()
+	a, b := ws[0], ws[1]
+	Register(b, "blob", func(ctx context.Context, n int) ([]byte, error) { return make([]byte, n), nil })
+	ctx := ctxT(t)
+	r, err := Remote[[]byte](ctx, a, "B", "blob", limit+100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ToHere(ctx); err == nil || !strings.Contains(err.Error(), ErrTooLarge.Error()) {
+		t.Fatalf("fetching a value over the limit: %v, want an error saying so", err)
+	}
+	if !r.Confirmed() {
+		t.Fatal("the creator is not confirmed by the answer to its fetch")
+	}
+	r.Release()
+	waitFreed(t, b, "its only reference was released")
+}
+
+// TestHeldAckAfterClose: a worker closed while it holds an ack back, its
+// timer firing afterwards, neither sends nor panics.
+func TestHeldAckAfterClose(t *testing.T) {
+	old := ackDelay
+	ackDelay = 5 * time.Millisecond
+	t.Cleanup(func() { ackDelay = old })
+	server, client := addPair(t, "mem")
+	ctx := ctxT(t)
+	r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	time.Sleep(4 * ackDelay) // the timer fires on a closed worker
+	if _, err := r.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
+		t.Fatalf("fetching from a closed owner: %v", err)
+	}
+}
