@@ -149,6 +149,10 @@ func deliverAlone(c *core.Core, m inFlight) ([]byte, bool) {
 		b = append(b, err.Error()...)
 		b = append(b, 0)
 	}
+	b = append(b, '|')
+	for _, id := range r.DeferredAcks { // each puts a timer in flight
+		b = rref.AppendRRefID(b, &id)
+	}
 	return b, true
 }
 

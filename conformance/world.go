@@ -334,8 +334,8 @@ func (w *world) recheck(m inFlight, d *delivery) string {
 	for _, e := range d.ready.Messages {
 		cached = rref.AppendFrame(strconv.AppendUint(cached, uint64(e.To), 10), e.Msg)
 	}
-	fresh = fmt.Appendf(fresh, "%+v %+v %+v %+v %+v %v", r.Runs, r.Fetches, r.Calls, r.Cancels, r.Freed, r.Errors)
-	cached = fmt.Appendf(cached, "%+v %+v %+v %+v %+v %v", d.ready.Runs, d.ready.Fetches, d.ready.Calls, d.ready.Cancels, d.ready.Freed, d.ready.Errors)
+	fresh = fmt.Appendf(fresh, "%+v %+v %+v %+v %+v %v %v", r.Runs, r.Fetches, r.Calls, r.Cancels, r.Freed, r.Errors, r.DeferredAcks)
+	cached = fmt.Appendf(cached, "%+v %+v %+v %+v %+v %v %v", d.ready.Runs, d.ready.Fetches, d.ready.Calls, d.ready.Cancels, d.ready.Freed, d.ready.Errors, d.ready.DeferredAcks)
 	if c.RecomputeStateDigest() != d.held.core.RecomputeStateDigest() || !bytes.Equal(fresh, cached) {
 		what := m.String()
 		if m.isMessage() {

@@ -534,8 +534,10 @@ type FetchRet struct {
 	Value   []byte
 	// The application's code for a user error, as both sides registered it; empty when none.
 	Code string
-	// The fetch came through the creator's fork, whose RemoteRet the owner held back: this
-	// answer is that ACK too, and no RemoteRet follows.
+	// The fetch came through the creator's fork, known to an owner that holds RemoteRets back:
+	// this answer confirms the fork as RemoteRet does. The RemoteRet leaves only if the owner's
+	// timer sent it before the fetch came; every answer confirms, so that a repeated fetch's
+	// answer, arriving first, does not leave the creator unconfirmed.
 	Confirms bool
 }
 

@@ -135,11 +135,12 @@ func (c *Core) answerFetch(id RRefID, o *ownerRec, w waitingFetch) {
 		return
 	}
 	confirms := false
-	if o.ackDue != (ForkID{}) && (w.fork == o.ackDue || mutant(mutAckCarriedToAnyFork)) {
-		// The creator's fork is known, or ackDue would have been cleared
-		// (FlushAck checks it anyway): only its holder fetches through it.
-		if f, ok := o.forks.get(o.ackDue); ok && f.state == rref.ForkKnown && (f.holder == w.from || mutant(mutAckCarriedToAnyFork)) {
-			o.ackDue = ForkID{}
+	if o.creator != (ForkID{}) && (w.fork == o.creator || mutant(mutAckCarriedToAnyFork)) {
+		// Only its holder fetches through the creator's fork, and only a
+		// known fork is confirmed: a squatter's fetch, or one after the
+		// creator's delete, takes nothing along.
+		if f, ok := o.forks.get(o.creator); ok && f.state == rref.ForkKnown && (f.holder == w.from || mutant(mutAckCarriedToAnyFork)) {
+			o.ackHeld = false
 			confirms = !mutant(mutMergedAckNotCarried)
 		}
 	}
@@ -151,14 +152,13 @@ func (c *Core) answerFetch(id RRefID, o *ownerRec, w waitingFetch) {
 // no longer known (its holder died, or a hostile one deleted it unconfirmed).
 func (c *Core) FlushAck(id RRefID) {
 	o := c.owners.at(id)
-	if o == nil || o.ackDue == (ForkID{}) {
-		return // merged, flushed, or freed
+	if o == nil || !o.ackHeld {
+		return // taken along, flushed, or freed
 	}
 	o = c.ownersW().at(id)
-	fork := o.ackDue
-	o.ackDue = ForkID{}
-	if f, ok := o.forks.get(fork); ok && f.state == rref.ForkKnown {
-		c.send(f.holder, c.pools().remoteRet.fill(rref.RemoteRet{RRef: id, Fork: fork}))
+	o.ackHeld = false
+	if f, ok := o.forks.get(o.creator); ok && f.state == rref.ForkKnown {
+		c.send(f.holder, c.pools().remoteRet.fill(rref.RemoteRet{RRef: id, Fork: o.creator}))
 	}
 }
 

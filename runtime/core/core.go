@@ -66,9 +66,13 @@ type ownerRec struct {
 	local   int                    // local handles on the owner
 	waiting []waitingFetch
 	charges []charge // awaiting only: what each peer added, refunded when it settles
-	// ackDue is the creator's fork whose RemoteRet is held back
-	// (WithDeferredAcks), for the answer to its fetch to carry; zero: none.
-	ackDue ForkID
+	// creator is the creator's fork, recorded when RemoteRets are held
+	// back (WithDeferredAcks): every answer to a fetch through it, by its
+	// holder while it is known, confirms it, so that a repeated fetch's
+	// answer, overtaking the first, cannot carry the ACK off alone.
+	// ackHeld: its RemoteRet is held back (FlushAck sends it).
+	creator ForkID
+	ackHeld bool
 }
 
 // charge is what one peer added to a record awaiting its RemoteCall.

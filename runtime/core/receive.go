@@ -142,7 +142,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	if c.deferAcks {
 		// Held back for the creator's fetch to take along (answerFetch);
 		// the driver's FlushAck sends it if none does.
-		o.ackDue = m.Fork
+		o.creator, o.ackHeld = m.Fork, true
 		c.ready.DeferredAcks = append(c.ready.DeferredAcks, m.RRef)
 	} else {
 		c.send(from, c.pools().remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))

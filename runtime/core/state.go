@@ -160,7 +160,8 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 				b = u(b, uint64(w.handle))
 				b = rref.AppendForkID(b, &w.fork)
 			}
-			b = rref.AppendForkID(b, &o.ackDue)
+			b = rref.AppendForkID(b, &o.creator)
+			b = genrt.AppendBool(b, o.ackHeld)
 			b = u(b, c.awaiting.at(id)) // the tick it began awaiting in: 0 for any other
 			b = u(b, uint64(len(o.charges)))
 			for _, ch := range o.charges { // sorted by peer
@@ -339,8 +340,8 @@ func (c *Core) Dump() string {
 		if len(o.waiting) > 0 {
 			fmt.Fprintf(&b, " waiting=%d", len(o.waiting))
 		}
-		if o.ackDue != (ForkID{}) {
-			fmt.Fprintf(&b, " ack-held=%s", fmtFork(o.ackDue))
+		if o.ackHeld {
+			fmt.Fprintf(&b, " ack-held=%s", fmtFork(o.creator))
 		}
 		b.WriteString("\n")
 		for _, fid := range sortedIDs(&o.forks) {

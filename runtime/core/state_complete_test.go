@@ -24,7 +24,7 @@ func fullCore() *Core {
 	fork := ForkID{Worker: 2, Local: 8}
 	o := &ownerRec{state: 1, value: []byte("v"), err: 1, errCode: "code", errMsg: "msg", known: 1, local: 1,
 		waiting: []waitingFetch{{from: 2, fetchID: 3, handle: 4, fork: ForkID{Worker: 2, Local: 16}}}, charges: []charge{{peer: 2, n: 1}},
-		ackDue: fork}
+		creator: fork, ackHeld: true}
 	o.forks.put(fork, forkRec{state: 1, holder: 2})
 	c.owners.put(id, o)
 	c.awaiting.put(id, 5)

@@ -85,38 +85,127 @@ func TestHeldAckLeavesWithoutAFetch(t *testing.T) {
 	}
 }
 
-// TestShutdownSendsHeldAcks: a graceful shutdown right after a Remote
-// that was never fetched, with RemoteRets held back an hour, neither waits
-// for the hour nor reports a leak: the barrier sends the held ack, the
-// creator's delete follows.
-func TestShutdownSendsHeldAcks(t *testing.T) {
+// TestGroupEndsSendHeldAcks: with RemoteRets held back an hour, a Remote
+// that was never fetched and is released does not keep its group from
+// ending: Settle, and the shutdown barrier on its own, send the held ack,
+// and the creator's delete follows, so neither waits for the hour nor
+// reports a leak.
+func TestGroupEndsSendHeldAcks(t *testing.T) {
 	holdAcksBack(t)
 	for _, transport := range []string{"mem", "tcp"} {
-		t.Run(transport, func(t *testing.T) {
-			server, client := addPair(t, transport)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
-			if err != nil {
-				t.Fatal(err)
+		for _, settleFirst := range []bool{true, false} {
+			name := transport + "/shutdown"
+			if settleFirst {
+				name = transport + "/settle"
 			}
-			r.Release()
-			if err := SettleGroup(ctx, []*Worker{server, client}); err != nil {
-				t.Fatalf("settle with a held ack: %v", err)
-			}
-			if n := server.DebugInfo().Counters.Owners; n != 0 {
-				t.Fatalf("after settling the owner holds %d values", n)
-			}
-			errs := make(chan error, 2)
-			for _, w := range []*Worker{server, client} {
-				go func() { errs <- w.Shutdown(ctx) }()
-			}
-			for range 2 {
-				if err := <-errs; err != nil {
+			t.Run(name, func(t *testing.T) {
+				server, client := addPair(t, transport)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-		})
+				waitHeld(t, server)
+				r.Release()
+				if settleFirst {
+					if err := SettleGroup(ctx, []*Worker{server, client}); err != nil {
+						t.Fatalf("settle with a held ack: %v", err)
+					}
+					if n := server.DebugInfo().Counters.Owners; n != 0 {
+						t.Fatalf("after settling the owner holds %d values", n)
+					}
+				}
+				if err := ShutdownGroup(ctx, []*Worker{server, client}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// waitHeld waits until w holds a RemoteRet back.
+func waitHeld(t *testing.T, w *Worker) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w.acks.mu.Lock()
+		n := len(w.acks.fresh) + len(w.acks.old)
+		w.acks.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the owner holds no RemoteRet back 5 s after the Remote")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestSettleWaitsForAFlushUnderWay: a flush that has taken the held acks
+// off the list, and not yet had the core send them, is work: a Settle
+// meanwhile must not find the group quiet, or it would return while the
+// creator waits for its RemoteRet (a review saw it with the flush
+// stalled, as a preempted timer goroutine would be).
+func TestSettleWaitsForAFlushUnderWay(t *testing.T) {
+	holdAcksBack(t)
+	server, client := addPair(t, "mem")
+	ctx := ctxT(t)
+	r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, server)
+	r.Release()
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	beforeAckFlush = func() {
+		beforeAckFlush = nil // the stalled flush only
+		close(stalled)
+		<-resume
+	}
+	t.Cleanup(func() { beforeAckFlush = nil })
+	go server.ackTick() // the fresh ack ages: nothing to send yet
+	go server.ackTick()
+	<-stalled
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err = SettleGroup(short, []*Worker{server, client})
+	cancel()
+	if !errors.Is(err, ErrNotSettled) {
+		t.Fatalf("settle while a flush is stalled: %v; want ErrNotSettled", err)
+	}
+	close(resume)
+	if err := SettleGroup(ctx, []*Worker{server, client}); err != nil {
+		t.Fatal(err)
+	}
+	if n := server.DebugInfo().Counters.Owners; n != 0 {
+		t.Fatalf("after settling the owner holds %d values", n)
+	}
+}
+
+// TestHeldAckWaitsATickAtLeast: the timer sends an ack on the second tick
+// after it was held, never the first, so one held just before a tick still
+// waits its whole delay for the creator's fetch.
+func TestHeldAckWaitsATickAtLeast(t *testing.T) {
+	holdAcksBack(t)
+	server, client := addPair(t, "mem")
+	r, err := Remote[int64](ctxT(t), client, "server", "add", [2]int64{40, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	waitHeld(t, server)
+	server.ackTick()
+	time.Sleep(20 * time.Millisecond) // a RemoteRet sent would have arrived
+	if r.Confirmed() {
+		t.Fatal("the first tick after the ack was held sent it")
+	}
+	server.ackTick()
+	deadline := time.Now().Add(5 * time.Second)
+	for !r.Confirmed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the second tick did not send the held ack")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -163,8 +252,12 @@ func TestHeldAckAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitHeld(t, server)
 	server.Close()
 	time.Sleep(4 * ackDelay) // the timer fires on a closed worker
+	if n := server.Metrics().Messages["out"]["RemoteRet"]; n != 0 {
+		t.Fatalf("a closed owner sent %d RemoteRets", n)
+	}
 	if _, err := r.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
 		t.Fatalf("fetching from a closed owner: %v", err)
 	}

@@ -49,7 +49,10 @@ type Config struct {
 	// of a group the same list.
 	Errors []error
 	// RemoteTimeout, when set, records a Remote as timed out if the owner has
-	// not confirmed it by then: its ToHere fails with ErrTimeout.
+	// not confirmed it by then: its ToHere fails with ErrTimeout. An owner
+	// confirms a Remote that is not fetched at once 200-400 us after its
+	// RemoteCall arrives (it waits for the fetch's answer to carry the
+	// confirmation: acks.go), so set it to milliseconds at least.
 	RemoteTimeout time.Duration
 	// FIFO configures the transport, including peer liveness: a peer silent
 	// for FIFO.DeadAfter is failed (shm: its heartbeat stops; tcp: keepalive
@@ -197,6 +200,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 		}
 	}
 	w.readies.New = func() any { return new(core.Ready) }
+	w.acks.delay = ackDelay
 	w.maxMessage = maxMessageOf(w.cfg.FIFO)
 	w.readyFrom, w.readyNote = make([]atomic.Bool, len(names)), make(chan struct{}, 1)
 
