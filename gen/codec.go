@@ -36,7 +36,7 @@ func scalarGoType(k spec.Kind) *jen.Statement {
 		return jen.Uint16()
 	case spec.KindU32:
 		return jen.Uint32()
-	case spec.KindU64:
+	case spec.KindU64, spec.KindFixed64:
 		return jen.Uint64()
 	case spec.KindI64:
 		return jen.Int64()
@@ -68,6 +68,8 @@ func sizeStmts(t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
 		return add(rt("SizeUvarint").Call(jen.Uint64().Call(x())))
 	case spec.KindI64:
 		return add(rt("SizeUvarint").Call(rt("EncodeZigZag").Call(jen.Int64().Call(x()))))
+	case spec.KindFixed64:
+		return add(jen.Lit(8))
 	case spec.KindString, spec.KindBytes:
 		return add(rt("SizeBytes").Call(jen.Len(x())))
 	case spec.KindStruct:
@@ -77,6 +79,8 @@ func sizeStmts(t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
 		if k := baseKind(t.Elem); k == spec.KindU8 || k == spec.KindBool {
 			// One byte each: no loop (whose index nothing would read).
 			return []jen.Code{count, jen.Id("n").Op("+=").Len(x())}
+		} else if k == spec.KindFixed64 {
+			return []jen.Code{count, jen.Id("n").Op("+=").Lit(8).Op("*").Len(x())}
 		}
 		i := "i" + strconv.Itoa(depth)
 		elem := func() *jen.Statement { return x().Index(jen.Id(i)) }
@@ -99,6 +103,8 @@ func appendStmts(t *spec.Type, x func() *jen.Statement, depth int) []jen.Code {
 		return set(rt("AppendUvarint").Call(jen.Id("b"), jen.Uint64().Call(x())))
 	case spec.KindI64:
 		return set(rt("AppendUvarint").Call(jen.Id("b"), rt("EncodeZigZag").Call(jen.Int64().Call(x()))))
+	case spec.KindFixed64:
+		return set(rt("AppendFixed64").Call(jen.Id("b"), jen.Uint64().Call(x())))
 	case spec.KindString:
 		return set(rt("AppendString").Call(jen.Id("b"), jen.String().Call(x())))
 	case spec.KindBytes:
@@ -131,7 +137,7 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 		switch {
 		case t.Kind == spec.KindEnum || t.Named != nil:
 			return goType(t).Call(val)
-		case t.Kind == spec.KindString || t.Kind == spec.KindBytes || t.Kind == spec.KindBool || t.Kind == spec.KindU64 || t.Kind == spec.KindI64:
+		case t.Kind == spec.KindString || t.Kind == spec.KindBytes || t.Kind == spec.KindBool || t.Kind == spec.KindU64 || t.Kind == spec.KindI64 || t.Kind == spec.KindFixed64:
 			return val
 		}
 		return scalarGoType(baseKind(t)).Call(val)
@@ -155,6 +161,13 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 		max := map[spec.Kind]string{spec.KindU16: "MaxUint16", spec.KindU32: "MaxUint32", spec.KindU64: "MaxUint64"}[baseKind(t)]
 		body = []jen.Code{
 			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeUvarintMax").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Qual("math", max))),
+			checkErr,
+			x().Op("=").Add(conv(jen.Id("x"))),
+			jen.Id("off").Op("+=").Id("k"),
+		}
+	case spec.KindFixed64:
+		body = []jen.Code{
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeFixed64").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()))),
 			checkErr,
 			x().Op("=").Add(conv(jen.Id("x"))),
 			jen.Id("off").Op("+=").Id("k"),

@@ -108,7 +108,8 @@ func Markdown(p *spec.Protocol) string {
 		fmt.Fprintf(&b, "| %d | `%s` | %s | %s | %s |\n", m.Code, m.Name, mdEscape(strings.Join(fs, ", ")), control, mdEscape(strings.Join(m.Doc, " ")))
 	}
 	b.WriteString("\nA control message decodes without allocating. Frames are `version, code (uvarint), body`;\n")
-	b.WriteString("integers are uvarints (i64 zigzag), `u8` and `bool` one byte, strings and bytes length-prefixed,\n")
+	b.WriteString("integers are uvarints (i64 zigzag), `fixed64` eight bytes little-endian, `u8` and `bool` one byte,\n")
+	b.WriteString("strings and bytes length-prefixed,\n")
 	b.WriteString("lists count-prefixed, structs inline in field order.\n\n")
 	if len(p.Structs) > 0 {
 		b.WriteString("## Structs\n\n")

@@ -46,7 +46,7 @@ func randomSpec(t *rapid.T) string {
 		}
 	}
 	fmt.Fprintf(&b, "protocol %s;\nversion %d;\n", rapid.SampledFrom([]string{"p", "lockpb", "x1", "gen"}).Draw(t, "pkg"), rapid.IntRange(1, 255).Draw(t, "version"))
-	scalars := []string{"u8", "u16", "u32", "u64", "i64", "bool", "string", "bytes"}
+	scalars := []string{"u8", "u16", "u32", "u64", "i64", "fixed64", "bool", "string", "bytes"}
 	var types []string // every type name a field may use
 	types = append(types, scalars...)
 	for i := range rapid.IntRange(0, 2).Draw(t, "named") {

@@ -131,6 +131,8 @@ func sample(t *spec.Type, depth int) jen.Code {
 		return wrap(jen.Lit(1 << 40))
 	case spec.KindI64:
 		return wrap(jen.Lit(-12345))
+	case spec.KindFixed64:
+		return wrap(jen.Lit(uint64(0xfedcba9876543210)))
 	case spec.KindBool:
 		return wrap(jen.True())
 	case spec.KindString:

@@ -199,6 +199,17 @@ func EncodeZigZag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
 // DecodeZigZag inverts EncodeZigZag.
 func DecodeZigZag(v uint64) int64 { return int64(v>>1) ^ -int64(v&1) }
 
+// AppendFixed64 appends v as eight bytes, little-endian.
+func AppendFixed64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+
+// ConsumeFixed64 reads eight bytes, little-endian.
+func ConsumeFixed64(b []byte) (uint64, int, error) {
+	if len(b) < 8 {
+		return 0, 0, ErrTruncated
+	}
+	return binary.LittleEndian.Uint64(b), 8, nil
+}
+
 // AppendBool appends 1 or 0.
 func AppendBool(b []byte, v bool) []byte {
 	if v {

@@ -17,11 +17,15 @@ const (
 	KindList
 	KindEnum
 	KindStruct
+	// KindFixed64 is a uint64 sent as eight bytes, little-endian, where a
+	// u64 is a uvarint: for values spread over the whole range (random
+	// ids, hashes), which as uvarints take nine or ten bytes and a loop.
+	KindFixed64
 )
 
 var scalarKinds = map[string]Kind{
 	"u8": KindU8, "u16": KindU16, "u32": KindU32, "u64": KindU64, "i64": KindI64,
-	"bool": KindBool, "string": KindString, "bytes": KindBytes,
+	"fixed64": KindFixed64, "bool": KindBool, "string": KindString, "bytes": KindBytes,
 }
 
 func (k Kind) String() string {

@@ -18,32 +18,32 @@ func messageSamples() []Message {
 			RRefs: []RRefDesc{RRefDesc{
 				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				Owner: WorkerID(70000),
 				Parent: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				RRef: RRefID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
 				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				Owner: WorkerID(70000),
 				Parent: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				RRef: RRefID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				TypeName: "héllo",
@@ -58,32 +58,32 @@ func messageSamples() []Message {
 			RRefs: []RRefDesc{RRefDesc{
 				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				Owner: WorkerID(70000),
 				Parent: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				RRef: RRefID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
 				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				Owner: WorkerID(70000),
 				Parent: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				RRef: RRefID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				TypeName: "héllo",
@@ -93,43 +93,43 @@ func messageSamples() []Message {
 		&RemoteCall{
 			Args: []byte{0, 1, 255},
 			Fork: ForkID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			Function: "héllo",
 			RRef: RRefID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			RRefs: []RRefDesc{RRefDesc{
 				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				Owner: WorkerID(70000),
 				Parent: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				RRef: RRefID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
 				Cut: ErrorKindDeadlineExceeded,
 				Fork: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				Owner: WorkerID(70000),
 				Parent: ForkID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				RRef: RRefID{
-					Local:  1099511627776,
+					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
 				},
 				TypeName: "héllo",
@@ -137,22 +137,22 @@ func messageSamples() []Message {
 		},
 		&RemoteRet{
 			Fork: ForkID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			RRef: RRefID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 		},
 		&FetchCall{
 			FetchID: 1099511627776,
 			Fork: ForkID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			RRef: RRefID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 		},
@@ -163,54 +163,54 @@ func messageSamples() []Message {
 			FetchID:  1099511627776,
 			Message:  "héllo",
 			RRef: RRefID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			Value: []byte{0, 1, 255},
 		},
 		&ForkRequest{
 			Fork: ForkID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			Parent: ForkID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			RRef: RRefID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 		},
 		&ForkAck{
 			Fork: ForkID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			RRef: RRefID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			Refused: true,
 		},
 		&ChildAccept{
 			Child: ForkID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			RRef: RRefID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			Refused: true,
 		},
 		&UserDelete{
 			Fork: ForkID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 			RRef: RRefID{
-				Local:  1099511627776,
+				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),
 			},
 		},

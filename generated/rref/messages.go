@@ -1007,7 +1007,7 @@ func ConsumeCallCancel(b []byte, lim *genrt.Limits) (v CallCancel, n int, err er
 }
 
 // FrameVersion is the first byte of every frame of this protocol.
-const FrameVersion = 1
+const FrameVersion = 2
 
 // SizeFrame is the encoded size of m's frame.
 func SizeFrame(m Message) int {

@@ -94,21 +94,22 @@ func (e ErrorKind) String() string {
 // creator drew from a CSPRNG, so that knowing the id is the right to use the value (a capability).
 type RRefID struct {
 	Worker WorkerID
-	Local  uint64
+	// Random over all 64 bits: eight bytes on the wire, where a uvarint would take nine or ten.
+	Local uint64
 }
 
 // SizeRRefID is the encoded size of v.
 func SizeRRefID(v *RRefID) int {
 	n := 0
 	n += genrt.SizeUvarint(uint64(v.Worker))
-	n += genrt.SizeUvarint(uint64(v.Local))
+	n += 8
 	return n
 }
 
 // AppendRRefID appends the encoding of v to b.
 func AppendRRefID(b []byte, v *RRefID) []byte {
 	b = genrt.AppendUvarint(b, uint64(v.Worker))
-	b = genrt.AppendUvarint(b, uint64(v.Local))
+	b = genrt.AppendFixed64(b, uint64(v.Local))
 	return b
 }
 
@@ -125,7 +126,7 @@ func ConsumeRRefID(b []byte, lim *genrt.Limits) (v RRefID, n int, err error) {
 		off += k
 	}
 	{
-		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint64)
+		x, k, err := genrt.ConsumeFixed64(b[off:])
 		if err != nil {
 			return v, 0, genrt.Wrap("RRefID", "local", off, err)
 		}
@@ -140,21 +141,22 @@ func ConsumeRRefID(b []byte, lim *genrt.Limits) (v RRefID, n int, err error) {
 // to itself.
 type ForkID struct {
 	Worker WorkerID
-	Local  uint64
+	// Random over all 64 bits, as RRefID's.
+	Local uint64
 }
 
 // SizeForkID is the encoded size of v.
 func SizeForkID(v *ForkID) int {
 	n := 0
 	n += genrt.SizeUvarint(uint64(v.Worker))
-	n += genrt.SizeUvarint(uint64(v.Local))
+	n += 8
 	return n
 }
 
 // AppendForkID appends the encoding of v to b.
 func AppendForkID(b []byte, v *ForkID) []byte {
 	b = genrt.AppendUvarint(b, uint64(v.Worker))
-	b = genrt.AppendUvarint(b, uint64(v.Local))
+	b = genrt.AppendFixed64(b, uint64(v.Local))
 	return b
 }
 
@@ -171,7 +173,7 @@ func ConsumeForkID(b []byte, lim *genrt.Limits) (v ForkID, n int, err error) {
 		off += k
 	}
 	{
-		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint64)
+		x, k, err := genrt.ConsumeFixed64(b[off:])
 		if err != nil {
 			return v, 0, genrt.Wrap("ForkID", "local", off, err)
 		}
