@@ -128,6 +128,66 @@ func TestCorkedCreditsReachThePeer(t *testing.T) {
 	}
 }
 
+// TestCorkedSenderThatWaitsLetsItsWritesOut: a goroutine that corks and
+// then sends more than the ring holds, or more large messages than there
+// are rendezvous slots, must wait for the peer's credits or finishes,
+// while another goroutine of its end sits in a blocking read. What the
+// cork holds is what the peer needs to answer: it must leave before the
+// sender waits, or the link hangs for good (a worker's drainer did, in
+// review, with eight 40 KiB calls queued at once).
+func TestCorkedSenderThatWaitsLetsItsWritesOut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		n    int
+		size int
+	}{
+		{"credits", Config{Cells: 16}, 20, 100},
+		{"rendezvous", Config{}, 4, 64 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tcpPair(t, tc.cfg)
+			defer a.Close()
+			defer b.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got := make(chan error, 1)
+			go func() { // b takes everything
+				for i := range tc.n {
+					p, err := b.Recv(ctx, nil)
+					if err == nil && len(p) != tc.size {
+						err = fmt.Errorf("message %d: %d bytes, want %d", i, len(p), tc.size)
+					}
+					if err != nil {
+						got <- err
+						return
+					}
+				}
+				got <- nil
+			}()
+			reading := make(chan struct{})
+			go func() { // a's own reader, blocked in its socket read
+				close(reading)
+				a.Recv(ctx, nil)
+			}()
+			<-reading
+			time.Sleep(10 * time.Millisecond) // the reader is in its read
+			a.Cork()
+			for i := range tc.n {
+				if err := a.Send(ctx, make([]byte, tc.size)); err != nil {
+					t.Fatalf("corked send %d: %v", i, err)
+				}
+			}
+			if err := a.Uncork(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestCloseLetsCorkedWritesOut(t *testing.T) {
 	a, b := tcpPair(t, Config{})
 	defer b.Close()

@@ -245,6 +245,15 @@ func (l *tcpLink) waitFor(ctx context.Context, cond func() bool) error {
 			l.waiters.Add(-1)
 			return nil
 		}
+		if l.corks.Load() > 0 {
+			// About to wait for the peer (credits, a rendezvous slot, a
+			// message) while another goroutine may sit in a blocking read:
+			// what is held back may be what the peer waits for.
+			if err := l.flushNow(); err != nil {
+				l.waiters.Add(-1)
+				return err
+			}
+		}
 		reader := l.rsem
 		if l.isDown() {
 			reader = nil // no one reads until the link is resumed (announced)

@@ -129,9 +129,9 @@ func ConsumeUvarint(b []byte) (uint64, int, error) {
 // consumeUvarintLong is ConsumeUvarint past its one-byte fast path.
 // With eight bytes at hand it reads them as one word: the first byte
 // without its high bit ends the number, and the 7-bit groups before it are
-// gathered with shifts and masks, no branch per byte. Random 64-bit ids,
-// which the RRef protocol sends in every message, take nine or ten bytes:
-// eight at once, then the last one or two.
+// gathered with shifts and masks, no branch per byte. A random 64-bit
+// value takes nine or ten bytes: eight at once, then the last one or two
+// (a spec declares such values fixed64, eight bytes and one load).
 func consumeUvarintLong(b []byte) (uint64, int, error) {
 	if len(b) < 8 {
 		return consumeUvarintFrom(b, 0, 0)

@@ -206,7 +206,7 @@ func (r *resolver) resolve(f *astFile) {
 		}
 		k, ok := scalarKinds[d.typ.name]
 		if !ok {
-			r.errorf(d.typ.pos, "named type %q must be a scalar (u8, u16, u32, u64, i64, bool, string, bytes), not %q", d.name.name, d.typ.name)
+			r.errorf(d.typ.pos, "named type %q must be a scalar (u8, u16, u32, u64, i64, fixed64, bool, string, bytes), not %q", d.name.name, d.typ.name)
 			continue
 		}
 		n.Type = &Type{Kind: k, Named: n}
@@ -220,7 +220,7 @@ func (r *resolver) resolve(f *astFile) {
 		}
 		k, ok := scalarKinds[d.base.name]
 		if d.base.list || !ok || !k.IsUnsigned() {
-			r.errorf(d.base.pos, "enum %q must be based on an unsigned integer type (u8, u16, u32, u64)", d.name.name)
+			r.errorf(d.base.pos, "enum %q must be based on an unsigned integer type sent as a uvarint (u8, u16, u32, u64; not fixed64)", d.name.name)
 			continue
 		}
 		e.Base = k

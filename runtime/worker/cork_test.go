@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +62,43 @@ func TestCorkedAnswersDoNotWaitForABlockedFunction(t *testing.T) {
 		close(release) // only now: the fast answers came while it blocked
 		if _, err := slow.Wait(ctx); err != nil {
 			t.Fatalf("round %d: the blocked call: %v", round, err)
+		}
+		cancel()
+	}
+}
+
+// TestQueuedLargeCallsOverTCP: calls whose arguments exceed the eager
+// limit always go through the drainer, which sends what is queued for a
+// peer together. Eight 40 KiB calls at once need more rendezvous slots
+// than there are: a drainer that corked the batch and then waited for a
+// slot held the very frames the peer had to answer, and the link hung for
+// good (found in review). Each round must finish, and a small call after.
+func TestQueuedLargeCallsOverTCP(t *testing.T) {
+	_, client := startPair(t, "tcp", func(w *Worker) {
+		Register(w, "len", func(ctx context.Context, p []byte) (int, error) { return len(p), nil })
+	})
+	const callers, size = 8, 40 << 10
+	for round := range 50 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs := make(chan error, callers)
+		for range callers {
+			go func() {
+				n, err := Call[int](ctx, client, "server", "len", make([]byte, size))
+				if err == nil && n != size {
+					err = fmt.Errorf("the server saw %d bytes, want %d", n, size)
+				}
+				errs <- err
+			}()
+		}
+		for range callers {
+			if err := <-errs; err != nil {
+				cancel()
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if n, err := Call[int](ctx, client, "server", "len", []byte("ok")); err != nil || n != 2 {
+			cancel()
+			t.Fatalf("round %d: a small call after: %d, %v", round, n, err)
 		}
 		cancel()
 	}

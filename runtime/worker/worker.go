@@ -463,15 +463,9 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 		ob.frames = nil
 		ob.sending = len(frames)
 		ob.mu.Unlock()
-		// Frames queued together (callers that found the connection
-		// busy) leave in one write where the transport batches.
-		corked := len(frames) > 1 && conn.Corks()
-		if corked {
-			conn.Cork()
-		}
-		var err error
 		for _, f := range frames {
-			if err = conn.Send(w.ctx, f); err == nil {
+			err := conn.Send(w.ctx, f)
+			if err == nil {
 				// Counted before it leaves sending: the barriers, which
 				// read both, never see a frame in neither.
 				w.countFrame(true, to, f)
@@ -480,19 +474,11 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 			ob.sending--
 			ob.mu.Unlock()
 			if err != nil {
-				break
+				if !w.closed.Load() {
+					w.peerFailed(to, err)
+				}
+				return
 			}
-		}
-		if corked {
-			if uerr := conn.Uncork(); err == nil {
-				err = uerr
-			}
-		}
-		if err != nil {
-			if !w.closed.Load() {
-				w.peerFailed(to, err)
-			}
-			return
 		}
 	}
 }
