@@ -110,8 +110,10 @@ var beforeAckFlush func()
 // sendAcks has the core send the RemoteRets of ids still held back, then
 // ends the flush its caller counted.
 func (w *Worker) sendAcks(ids []core.RRefID) {
-	if f := beforeAckFlush; f != nil && len(ids) > 0 {
-		f()
+	if len(ids) > 0 {
+		if f := beforeAckFlush; f != nil {
+			f()
+		}
 	}
 	if len(ids) > 0 && !w.closed.Load() {
 		w.apply(func(c *core.Core) {

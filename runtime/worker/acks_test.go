@@ -99,14 +99,9 @@ func TestGroupEndsSendHeldAcks(t *testing.T) {
 				name = transport + "/settle"
 			}
 			t.Run(name, func(t *testing.T) {
-				server, client := addPair(t, transport)
+				server, client, r := heldRemote(t, transport)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
-				if err != nil {
-					t.Fatal(err)
-				}
-				waitHeld(t, server)
 				r.Release()
 				if settleFirst {
 					if err := SettleGroup(ctx, []*Worker{server, client}); err != nil {
@@ -122,6 +117,19 @@ func TestGroupEndsSendHeldAcks(t *testing.T) {
 			})
 		}
 	}
+}
+
+// heldRemote starts a pair over transport and makes a value on the server
+// by a Remote from the client, whose RemoteRet the server then holds back.
+func heldRemote(t *testing.T, transport string) (server, client *Worker, r *RRef[int64]) {
+	t.Helper()
+	server, client = addPair(t, transport)
+	r, err := Remote[int64](ctxT(t), client, "server", "add", [2]int64{40, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, server)
+	return server, client, r
 }
 
 // waitHeld waits until w holds a RemoteRet back.
@@ -149,13 +157,8 @@ func waitHeld(t *testing.T, w *Worker) {
 // stalled, as a preempted timer goroutine would be).
 func TestSettleWaitsForAFlushUnderWay(t *testing.T) {
 	holdAcksBack(t)
-	server, client := addPair(t, "mem")
+	server, client, r := heldRemote(t, "mem")
 	ctx := ctxT(t)
-	r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitHeld(t, server)
 	r.Release()
 	stalled, resume := make(chan struct{}), make(chan struct{})
 	beforeAckFlush = func() {
@@ -164,11 +167,11 @@ func TestSettleWaitsForAFlushUnderWay(t *testing.T) {
 		<-resume
 	}
 	t.Cleanup(func() { beforeAckFlush = nil })
-	go server.ackTick() // the fresh ack ages: nothing to send yet
+	server.ackTick() // the fresh ack ages: nothing to send yet
 	go server.ackTick()
 	<-stalled
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	err = SettleGroup(short, []*Worker{server, client})
+	err := SettleGroup(short, []*Worker{server, client})
 	cancel()
 	if !errors.Is(err, ErrNotSettled) {
 		t.Fatalf("settle while a flush is stalled: %v; want ErrNotSettled", err)
@@ -187,13 +190,8 @@ func TestSettleWaitsForAFlushUnderWay(t *testing.T) {
 // waits its whole delay for the creator's fetch.
 func TestHeldAckWaitsATickAtLeast(t *testing.T) {
 	holdAcksBack(t)
-	server, client := addPair(t, "mem")
-	r, err := Remote[int64](ctxT(t), client, "server", "add", [2]int64{40, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	server, _, r := heldRemote(t, "mem")
 	defer r.Release()
-	waitHeld(t, server)
 	server.ackTick()
 	time.Sleep(20 * time.Millisecond) // a RemoteRet sent would have arrived
 	if r.Confirmed() {
@@ -246,19 +244,13 @@ func TestHeldAckAfterClose(t *testing.T) {
 	old := ackDelay
 	ackDelay = 5 * time.Millisecond
 	t.Cleanup(func() { ackDelay = old })
-	server, client := addPair(t, "mem")
-	ctx := ctxT(t)
-	r, err := Remote[int64](ctx, client, "server", "add", [2]int64{40, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitHeld(t, server)
+	server, _, r := heldRemote(t, "mem")
 	server.Close()
 	time.Sleep(4 * ackDelay) // the timer fires on a closed worker
 	if n := server.Metrics().Messages["out"]["RemoteRet"]; n != 0 {
 		t.Fatalf("a closed owner sent %d RemoteRets", n)
 	}
-	if _, err := r.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
+	if _, err := r.ToHere(ctxT(t)); !errors.Is(err, ErrOwnerFailed) {
 		t.Fatalf("fetching from a closed owner: %v", err)
 	}
 }
