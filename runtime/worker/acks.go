@@ -77,6 +77,13 @@ func (w *Worker) ackTick() {
 	if len(a.old) > 0 {
 		w.armAcks()
 	}
+	if len(due) == 0 {
+		if a.spare == nil && due != nil {
+			a.spare = due[:0]
+		}
+		a.mu.Unlock()
+		return
+	}
 	a.flushing++
 	a.mu.Unlock()
 	w.sendAcks(due)

@@ -13,9 +13,7 @@ import (
 // holdAcksBack makes held-back RemoteRets wait for the creator's fetch, or
 // for the barrier, for the rest of the test.
 func holdAcksBack(t *testing.T) {
-	old := ackDelay
-	ackDelay = time.Hour
-	t.Cleanup(func() { ackDelay = old })
+	delayFor(t, &ackDelay, time.Hour)
 }
 
 // waitFreed waits until w holds no value, and fails the test after 5 s.
@@ -241,9 +239,7 @@ func TestTooLargeValueStillConfirms(t *testing.T) {
 // TestHeldAckAfterClose: a worker closed while it holds an ack back, its
 // timer firing afterwards, neither sends nor panics.
 func TestHeldAckAfterClose(t *testing.T) {
-	old := ackDelay
-	ackDelay = 5 * time.Millisecond
-	t.Cleanup(func() { ackDelay = old })
+	delayFor(t, &ackDelay, 5*time.Millisecond)
 	server, _, r := heldRemote(t, "mem")
 	server.Close()
 	time.Sleep(4 * ackDelay) // the timer fires on a closed worker

@@ -131,23 +131,16 @@ func (w *Worker) takeBarrier(from core.WorkerID, m *groupwire.BarrierReport) {
 	w.bar.mu.Unlock()
 }
 
-// localIdle reports whether this worker holds nothing and waits for nothing.
+// localIdle reports whether this worker holds nothing and waits for
+// nothing: quiet (localQuiet), with no reference and no call or fetch
+// pending.
 func (w *Worker) localIdle() bool {
-	if w.flushAllDeferred() {
-		return false // sent now: the frames are in flight
-	}
-	queued := 0
-	for _, ob := range w.outboxes {
-		if ob != nil {
-			ob.mu.Lock()
-			queued += ob.queued()
-			ob.mu.Unlock()
-		}
+	if !w.localQuiet() {
+		return false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.c.Counters().Clean() && w.calls.len() == 0 && w.fetches.len() == 0 && w.running.Load() == 0 &&
-		queued == 0 && w.jittering.Load() == 0
+	return w.c.Counters().Clean() && w.calls.len() == 0 && w.fetches.len() == 0
 }
 
 // barrierView is one round's picture of the group: this worker's own

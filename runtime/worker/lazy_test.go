@@ -7,13 +7,17 @@ import (
 	"time"
 )
 
+// delayFor sets one of the package's delays (deleteDelay, ackDelay) to d
+// for the rest of the test.
+func delayFor(t *testing.T, delay *time.Duration, d time.Duration) {
+	old := *delay
+	*delay = d
+	t.Cleanup(func() { *delay = old })
+}
+
 // holdDeletes makes deferred deletes wait for a frame to ride with, or for
 // the barrier, for the rest of the test.
-func holdDeletes(t *testing.T) {
-	old := deleteDelay
-	deleteDelay = time.Hour
-	t.Cleanup(func() { deleteDelay = old })
-}
+func holdDeletes(t *testing.T) { delayFor(t, &deleteDelay, time.Hour) }
 
 // releasedOverTCP makes a value on the server, reads it and releases it,
 // over tcp, and returns the pair.
@@ -92,9 +96,7 @@ func TestShutdownSendsDeferredDeletes(t *testing.T) {
 // timer firing afterwards, neither sends nor panics, and its owner still
 // reclaims the value (the holder is gone).
 func TestDeferredDeleteAfterClose(t *testing.T) {
-	old := deleteDelay
-	deleteDelay = 5 * time.Millisecond
-	t.Cleanup(func() { deleteDelay = old })
+	delayFor(t, &deleteDelay, 5*time.Millisecond)
 	server, client := releasedOverTCP(t)
 	client.Close()
 	time.Sleep(4 * deleteDelay) // the timer fires on a closed worker

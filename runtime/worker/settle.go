@@ -101,15 +101,5 @@ func (w *Worker) localQuiet() bool {
 	if w.flushAllDeferred() {
 		return false // sent now: the frames are in flight
 	}
-	for _, ob := range w.outboxes {
-		if ob != nil {
-			ob.mu.Lock()
-			queued := ob.queued()
-			ob.mu.Unlock()
-			if queued > 0 {
-				return false
-			}
-		}
-	}
-	return w.running.Load() == 0 && w.jittering.Load() == 0
+	return w.queuedFrames() == 0 && w.running.Load() == 0 && w.jittering.Load() == 0
 }

@@ -343,6 +343,20 @@ type outbox struct {
 // holds ob.mu.
 func (ob *outbox) queued() int { return len(ob.frames) + ob.sending + len(ob.lazy) }
 
+// queuedFrames counts the frames not yet handed to the transport, to
+// every peer.
+func (w *Worker) queuedFrames() int {
+	n := 0
+	for _, ob := range w.outboxes {
+		if ob != nil {
+			ob.mu.Lock()
+			n += ob.queued()
+			ob.mu.Unlock()
+		}
+	}
+	return n
+}
+
 // send sends m now, or later under jitter, and reports whether it kept m to
 // send later.
 func (w *Worker) send(m core.Envelope) (kept bool) {
@@ -724,14 +738,7 @@ func (w *Worker) transportStats() (s fifo.Stats) {
 func (w *Worker) DebugInfo() DebugInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := int(w.jittering.Load() + w.running.Load())
-	for _, ob := range w.outboxes {
-		if ob != nil {
-			ob.mu.Lock()
-			out += ob.queued()
-			ob.mu.Unlock()
-		}
-	}
+	out := int(w.jittering.Load()+w.running.Load()) + w.queuedFrames()
 	c := w.bar.snapshot()
 	ts := w.transportStats()
 	return DebugInfo{Counters: w.c.Counters(), MessagesSent: sum(c.sent), MessagesReceived: sum(c.taken),
