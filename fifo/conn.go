@@ -3,6 +3,7 @@ package fifo
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -246,6 +247,17 @@ func (c *Conn) fail(err error) error {
 	return *c.broken.Load()
 }
 
+// flushFailed passes on a failure met while writing out. When it is the
+// peer's end (dead, or closed), the link keeps it, so later calls fail with
+// it, while what the peer sent before it is still delivered: c.fail would
+// stop this end's receives too.
+func (c *Conn) flushFailed(err error) error {
+	if errors.Is(err, ErrPeerDead) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return c.fail(err)
+}
+
 // err is on every call's fast path: a few atomic loads, no lock, no clock.
 func (c *Conn) err() error {
 	if p := c.broken.Load(); p != nil {
@@ -327,7 +339,7 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	// Pushed out after the lock is released: while one sender writes, the
 	// others place their messages, and the writer takes them along (tcp).
 	if err := c.l.flushTx(); err != nil {
-		return c.fail(err)
+		return c.flushFailed(err)
 	}
 	runtime.KeepAlive(c) // an exclusive end's ring stays mapped while c is reachable
 	return nil
@@ -479,7 +491,7 @@ func (c *Conn) TrySend(p []byte) (bool, error) {
 		return false, err
 	}
 	if err := c.l.flushTx(); err != nil {
-		return false, c.fail(err)
+		return false, c.flushFailed(err)
 	}
 	runtime.KeepAlive(c)
 	return true, nil
@@ -527,7 +539,7 @@ func (c *Conn) waitCredits(ctx context.Context, n, cells uint64) error {
 	}
 	c.creditLog.Add(1)
 	if err := c.l.flushTx(); err != nil {
-		return c.fail(err)
+		return c.flushFailed(err)
 	}
 	return c.l.waitTx(ctx, func() bool { return cells-(c.txPos-c.consumedKnown()) >= n })
 }
@@ -670,7 +682,7 @@ func (c *Conn) Cork() {
 func (c *Conn) Uncork() error {
 	if l, ok := c.l.(*tcpLink); ok {
 		if err := l.uncork(); err != nil {
-			return c.fail(err)
+			return c.flushFailed(err)
 		}
 	}
 	return nil
@@ -855,7 +867,7 @@ func (c *Conn) take(r *ring, deliver func(p []byte) error) (bool, error) {
 		c.advance(n)
 		err = deliver(p)
 		if ferr := c.l.bulkFree(slot); ferr != nil {
-			return true, c.fail(ferr)
+			return true, c.flushFailed(ferr)
 		}
 		return true, err
 	}

@@ -376,8 +376,12 @@ func (l *tcpLink) restore(ctx context.Context, old, w *wire) error {
 	}
 	defer func() { <-l.rsem }()
 	l.wmu.Lock()
-	for l.writing { // a writer on the old connection: it was closed, so it returns soon
+	for l.writing && !l.closing { // a writer on the old connection: it was closed, so it returns soon
 		l.wcond.Wait()
+	}
+	if l.closing { // Close holds the writer role for good
+		l.wmu.Unlock()
+		return ErrClosed
 	}
 	l.writing = true
 	mine := l.report()

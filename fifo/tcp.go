@@ -61,6 +61,9 @@ type tcpLink struct {
 	wbuf    []byte
 	spare   []byte
 	writing bool
+	// closing: Close has taken the writer role for the last time, and
+	// nothing more is queued (a put then fails with ErrClosed).
+	closing bool
 
 	// The read side has no goroutine of its own: whoever needs progress (a
 	// receiver waiting for a message, a sender waiting for credits or a
@@ -114,14 +117,17 @@ func (l *tcpLink) setDead(err error) {
 	l.deadErr.CompareAndSwap(nil, &err)
 }
 
-func (l *tcpLink) appendFrame(f func(b []byte) []byte) {
-	l.wmu.Lock()
-	l.wbuf = f(l.wbuf)
-	l.wmu.Unlock()
-}
+// queueing reports whether frames may be queued (under wmu): not while
+// the link is down (a resume regenerates them) nor once Close has written
+// its last.
+func (l *tcpLink) queueing() bool { return !l.closing && !l.isDown() }
 
 func (l *tcpLink) put(pos uint64, h header, payload []byte) error {
 	l.wmu.Lock()
+	if l.closing {
+		l.wmu.Unlock()
+		return ErrClosed // the close frame has gone: this put would never leave
+	}
 	if l.txImg != nil {
 		l.keepPut(pos, h, payload)
 	}
@@ -190,8 +196,7 @@ func (l *tcpLink) flushNow() error {
 		if err != nil {
 			l.leaveWriter()
 			l.wmu.Unlock()
-			// A resumable link sends again what this write lost, once resumed.
-			return l.broke(w, fmt.Errorf("%w: %v", ErrPeerDead, err))
+			return l.writeFailed(w, err)
 		}
 	}
 	l.leaveWriter()
@@ -199,12 +204,42 @@ func (l *tcpLink) flushNow() error {
 	return nil
 }
 
-// leaveWriter gives up the writer role (under wmu); a resume may wait for it.
+// writeFailed handles a failed write on w. A peer that closed may still
+// have frames in the socket: its last messages and its close frame, ahead
+// of the reset that failed this write (it closed with our credits unread).
+// Read, they end the link as the peer meant, closed, with everything it
+// sent delivered; judged from the write alone, the link would break, and
+// a resumable one would wait DeadAfter for a re-dial that never comes. So
+// the failure goes through the read side, as the watch's read of an idle
+// socket does: this writer reads what the socket holds if no one else
+// reads, bounded by watchEvery, and leaves it to the reader otherwise,
+// who meets the same failure after the same frames. A resumable link sends
+// again what this write lost, once resumed.
+func (l *tcpLink) writeFailed(w *wire, err error) error {
+	werr := fmt.Errorf("%w: %v", ErrPeerDead, err)
+	if l.closed.Load() || l.peerClosed.Load() {
+		return l.broke(w, werr)
+	}
+	select {
+	case l.rsem <- struct{}{}:
+	default:
+		return nil // the reader (perhaps this goroutine) meets the failure
+	}
+	if l.w.Load() == w && !l.isDown() {
+		ctx, cancel := context.WithTimeout(context.Background(), watchEvery)
+		l.readUntil(ctx, func() bool { return false })
+		cancel()
+	}
+	<-l.rsem
+	l.announce()
+	return l.broke(w, werr) // when reading did not end the link, the write did
+}
+
+// leaveWriter gives up the writer role (under wmu); a resume or Close may
+// wait for it.
 func (l *tcpLink) leaveWriter() {
 	l.writing = false
-	if l.res != nil {
-		l.wcond.Broadcast()
-	}
+	l.wcond.Broadcast()
 }
 
 func (l *tcpLink) txConsumed() uint64 { return l.txCred.Load() }
@@ -212,7 +247,7 @@ func (l *tcpLink) rx() *ring          { return l.img }
 
 func (l *tcpLink) returnCredits(v uint64) error {
 	l.wmu.Lock()
-	if !l.isDown() { // a resume sends the latest
+	if l.queueing() { // a resume sends the latest
 		l.wbuf = appendCredit(l.wbuf, v)
 	}
 	l.wmu.Unlock()
@@ -663,7 +698,7 @@ func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 	for off := 0; ; off += bulkChunk {
 		chunk := p[off:min(off+bulkChunk, len(p))]
 		l.wmu.Lock()
-		if !l.isDown() && !o.resent {
+		if l.queueing() && !o.resent {
 			l.wbuf = appendBulk(l.wbuf, id, len(p), off, chunk)
 		}
 		l.wmu.Unlock()
@@ -753,7 +788,9 @@ func (l *tcpLink) bulkFree(id uint32) error {
 		}
 	}
 	l.bmu.Unlock()
-	l.wbuf = appendFinish(l.wbuf, id)
+	if !l.closing {
+		l.wbuf = appendFinish(l.wbuf, id)
+	}
 	l.wmu.Unlock()
 	return l.flushTx()
 }
@@ -797,15 +834,45 @@ const closeWait = 100 * time.Millisecond
 func (l *tcpLink) shutdown() {
 	l.closeOnce.Do(func() {
 		if l.failed() == nil && !l.isDown() {
-			l.appendFrame(func(b []byte) []byte { return append(b, frameClose) })
-			l.w.Load().nc.SetWriteDeadline(time.Now().Add(closeWait))
-			l.flushNow()
+			l.sayClose()
 		}
 		l.stopResuming() // before closed is set: a resume stops at once
 		l.closed.Store(true)
 		l.w.Load().nc.Close()
 		close(l.done)
 	})
+}
+
+// sayClose writes the frames still queued and then the close frame, as
+// the link's last writer, and waits until the peer's kernel holds them.
+// Another goroutine may be writing: the close frame must follow its write,
+// not cut it off with a closed socket. And a socket closed with the peer's
+// frames unread (credits, say) sends a reset, which makes the kernel drop
+// what it has not yet sent: the close frame itself, when the peer reads
+// slowly. Either way the peer would see a break, not a close, and a
+// resumable peer would wait DeadAfter for a re-dial that never comes. All
+// of it is bounded by closeWait.
+func (l *tcpLink) sayClose() {
+	deadline := time.Now().Add(closeWait)
+	l.w.Load().nc.SetWriteDeadline(deadline) // also ends a writer stuck on a full socket
+	l.wmu.Lock()
+	l.closing = true
+	for l.writing {
+		l.wcond.Wait()
+	}
+	if l.isDown() || l.failed() != nil { // the writer met a break
+		l.wmu.Unlock()
+		return
+	}
+	w := l.w.Load() // a resume may have replaced it meanwhile
+	w.nc.SetWriteDeadline(deadline)
+	l.writing = true // for good: nothing is written after the close frame
+	b := append(l.wbuf, frameClose)
+	l.wbuf = nil
+	l.wmu.Unlock()
+	if _, err := w.nc.Write(b); err == nil {
+		finishWrites(w.raw, deadline)
+	}
 }
 
 func (l *tcpLink) release(*Conn) error { // the image ring is Go memory

@@ -51,3 +51,38 @@ func socketBroken(c net.Conn) bool {
 	})
 	return broken
 }
+
+// sentPoll is how often finishWrites looks at the connection's state: a
+// peer that reads takes what is queued within microseconds, and a slow one
+// is given up at the deadline anyway.
+const sentPoll = 20 * time.Microsecond
+
+// finishWrites ends c's sending side with a FIN and waits until the kernel
+// has sent everything written before it, or until deadline. Close needs
+// this: closing a socket with the peer's frames unread resets the
+// connection, and a reset drops what this end's kernel has not yet sent
+// (the peer's window may be full). What was sent has reached the peer on
+// loopback; on a real network a segment lost at that moment is not sent
+// again, and the peer sees a break rather than a close. Waiting for the
+// peer's acknowledgement instead would cost its delayed ACK, milliseconds
+// per close, since the peer has nothing to send back.
+func finishWrites(c net.Conn, deadline time.Time) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok || tc.CloseWrite() != nil {
+		return
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		sent := true
+		if rc.Control(func(fd uintptr) {
+			info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+			sent = err != nil || info.Notsent_bytes == 0 || info.State == unix.BPF_TCP_CLOSE
+		}) != nil || sent || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(sentPoll)
+	}
+}

@@ -14,3 +14,12 @@ func setUserTimeout(*net.TCPConn, time.Duration) error { return nil }
 // socketBroken is Linux's poll for a reset; elsewhere an idle end learns of
 // a break at its next call.
 func socketBroken(net.Conn) bool { return false }
+
+// finishWrites sends a FIN after what c has written; only Linux waits
+// for its acknowledgement, so elsewhere a peer that reads slowly may see
+// a reset, not a close.
+func finishWrites(c net.Conn, _ time.Time) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+}
