@@ -124,22 +124,41 @@ func TestIDMapAgainstAGoMap(t *testing.T) {
 // before mixing (one worker, locals a table's size apart) still spread,
 // and a table refilled after a million deletes stays small.
 func TestIDMapCollidingKeys(t *testing.T) {
-	var m idMap[RRefID, int]
-	for i := range uint64(4096) {
-		m.put(RRefID{Worker: 1, Local: i << 32}, int(i))
-	}
-	mask := len(m.slots) - 1
-	longest := 0
-	for k := range m.all() {
-		home := int(idHash(k)) & mask
-		probe := 0
-		for i := home; m.slots[i].key != k; i = (i + 1) & mask {
-			probe++
+	// Locals a table's size apart, in sequence (a worker numbers its ids
+	// so), and in steps of a power of two: each in a table and in a full
+	// bounded memory, which churns at its largest load.
+	for _, tc := range []struct {
+		name  string
+		local func(i uint64) uint64
+	}{
+		{"apart", func(i uint64) uint64 { return i << 32 }},
+		{"in sequence", func(i uint64) uint64 { return i }},
+		{"in steps of eight", func(i uint64) uint64 { return i << 3 }},
+	} {
+		var m idMap[RRefID, int]
+		for i := range uint64(4096) {
+			m.put(RRefID{Worker: 1, Local: tc.local(i)}, int(i))
 		}
-		longest = max(longest, probe)
-	}
-	if longest > 64 {
-		t.Errorf("a key sits %d slots past its home in a table of %d", longest, len(m.slots))
+		b := newBounded[RRefID, int](4096)
+		for i := range uint64(64 * 4096) {
+			b.add(RRefID{Worker: 2, Local: tc.local(i)}, int(i))
+		}
+		for _, m := range []*idMap[RRefID, int]{&m, &b.m} {
+			mask := len(m.slots) - 1
+			longest, total := 0, 0
+			for k := range m.all() {
+				home := int(idHash(k)) & mask
+				probe := 0
+				for i := home; m.slots[i].key != k; i = (i + 1) & mask {
+					probe++
+				}
+				longest = max(longest, probe)
+				total += probe
+			}
+			if mean := float64(total) / float64(m.len()); longest > 64 || mean > 2 {
+				t.Errorf("%s: a key sits %d slots past its home in a table of %d (mean %.1f)", tc.name, longest, len(m.slots), mean)
+			}
+		}
 	}
 	var churn idMap[ForkID, bool]
 	rng := rand.New(rand.NewPCG(1, 2))
