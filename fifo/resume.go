@@ -376,10 +376,10 @@ func (l *tcpLink) restore(ctx context.Context, old, w *wire) error {
 	}
 	defer func() { <-l.rsem }()
 	l.wmu.Lock()
-	for l.writing && !l.closing { // a writer on the old connection: it was closed, so it returns soon
+	for l.writing && !l.closeOut { // a writer on the old connection: it was closed, so it returns soon
 		l.wcond.Wait()
 	}
-	if l.closing { // Close holds the writer role for good
+	if l.closeOut { // Close holds the writer role for good
 		l.wmu.Unlock()
 		return ErrClosed
 	}

@@ -61,9 +61,10 @@ type tcpLink struct {
 	wbuf    []byte
 	spare   []byte
 	writing bool
-	// closing: Close has taken the writer role for the last time, and
-	// nothing more is queued (a put then fails with ErrClosed).
-	closing bool
+	// closing: Close is writing its last frames, and nothing more is
+	// queued (a put then fails with ErrClosed). closeOut: the close frame
+	// has gone, and Close keeps the writer role for good.
+	closing, closeOut bool
 
 	// The read side has no goroutine of its own: whoever needs progress (a
 	// receiver waiting for a message, a sender waiting for credits or a
@@ -833,8 +834,20 @@ const closeWait = 100 * time.Millisecond
 
 func (l *tcpLink) shutdown() {
 	l.closeOnce.Do(func() {
-		if l.failed() == nil && !l.isDown() {
-			l.sayClose()
+		// A break may meet the close: a resumable link then resumes, bounded
+		// by closeWait, and says it closed over the new connection.
+		for try := 0; try < closeTries; try++ {
+			if l.isDown() {
+				l.awaitResume(time.Now().Add(closeWait))
+			}
+			if l.failed() != nil || l.isDown() {
+				break
+			}
+			w, err := l.sayClose()
+			if err == nil || l.res == nil {
+				break
+			}
+			l.writeFailed(w, err) // the peer's own close may be what reset it
 		}
 		l.stopResuming() // before closed is set: a resume stops at once
 		l.closed.Store(true)
@@ -843,8 +856,38 @@ func (l *tcpLink) shutdown() {
 	})
 }
 
+// closeTries bounds how many connections Close says it closed over: one,
+// and one more after a break that met the first.
+const closeTries = 2
+
+// awaitResume waits, until deadline, for a resume under way to restore
+// the link, so that Close can still say it closed: the frames the break
+// lost leave first, and the peer sees a close rather than a break, which
+// an accepted end would wait DeadAfter to see resumed, and a dialed one
+// would find refused. A network still down by then is given up.
+func (l *tcpLink) awaitResume(deadline time.Time) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	for {
+		l.waiters.Add(1) // announce closes progress only for waiters
+		progress := *l.prog.Load()
+		if !l.isDown() || l.failed() != nil {
+			l.waiters.Add(-1)
+			return
+		}
+		select {
+		case <-progress:
+			l.waiters.Add(-1)
+		case <-t.C:
+			l.waiters.Add(-1)
+			return
+		}
+	}
+}
+
 // sayClose writes the frames still queued and then the close frame, as
-// the link's last writer, and waits until the peer's kernel holds them.
+// the link's last writer, and waits until the kernel has sent them; it
+// returns the connection it wrote to, and an error if that broke first.
 // Another goroutine may be writing: the close frame must follow its write,
 // not cut it off with a closed socket. And a socket closed with the peer's
 // frames unread (credits, say) sends a reset, which makes the kernel drop
@@ -852,7 +895,7 @@ func (l *tcpLink) shutdown() {
 // slowly. Either way the peer would see a break, not a close, and a
 // resumable peer would wait DeadAfter for a re-dial that never comes. All
 // of it is bounded by closeWait.
-func (l *tcpLink) sayClose() {
+func (l *tcpLink) sayClose() (*wire, error) {
 	deadline := time.Now().Add(closeWait)
 	l.w.Load().nc.SetWriteDeadline(deadline) // also ends a writer stuck on a full socket
 	l.wmu.Lock()
@@ -860,19 +903,28 @@ func (l *tcpLink) sayClose() {
 	for l.writing {
 		l.wcond.Wait()
 	}
+	w := l.w.Load()                      // a resume may have replaced it meanwhile
 	if l.isDown() || l.failed() != nil { // the writer met a break
 		l.wmu.Unlock()
-		return
+		return w, nil
 	}
-	w := l.w.Load() // a resume may have replaced it meanwhile
 	w.nc.SetWriteDeadline(deadline)
-	l.writing = true // for good: nothing is written after the close frame
+	l.writing = true
 	b := append(l.wbuf, frameClose)
 	l.wbuf = nil
 	l.wmu.Unlock()
-	if _, err := w.nc.Write(b); err == nil {
-		finishWrites(w.raw, deadline)
+	_, err := w.nc.Write(b)
+	if err == nil {
+		err = finishWrites(w.raw, deadline)
 	}
+	l.wmu.Lock()
+	if err != nil {
+		l.leaveWriter() // for a resume, which sends again what was lost
+	} else {
+		l.closeOut = true // the writer role is kept: nothing follows the close frame
+	}
+	l.wmu.Unlock()
+	return w, err
 }
 
 func (l *tcpLink) release(*Conn) error { // the image ring is Go memory

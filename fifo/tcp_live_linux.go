@@ -3,6 +3,7 @@
 package fifo
 
 import (
+	"errors"
 	"net"
 	"time"
 
@@ -52,36 +53,49 @@ func socketBroken(c net.Conn) bool {
 	return broken
 }
 
+// errResetWhileClosing: the connection was reset before the close frame
+// left.
+var errResetWhileClosing = errors.New("connection reset before the close frame left")
+
 // sentPoll is how often finishWrites looks at the connection's state: a
 // peer that reads takes what is queued within microseconds, and a slow one
 // is given up at the deadline anyway.
 const sentPoll = 20 * time.Microsecond
 
 // finishWrites ends c's sending side with a FIN and waits until the kernel
-// has sent everything written before it, or until deadline. Close needs
-// this: closing a socket with the peer's frames unread resets the
-// connection, and a reset drops what this end's kernel has not yet sent
-// (the peer's window may be full). What was sent has reached the peer on
-// loopback; on a real network a segment lost at that moment is not sent
-// again, and the peer sees a break rather than a close. Waiting for the
-// peer's acknowledgement instead would cost its delayed ACK, milliseconds
-// per close, since the peer has nothing to send back.
-func finishWrites(c net.Conn, deadline time.Time) {
+// has sent everything written before it, or until deadline; it reports a
+// connection found reset meanwhile. Close needs this: closing a socket
+// with the peer's frames unread resets the connection, and a reset drops
+// what this end's kernel has not yet sent (the peer's window may be full).
+// What was sent has reached the peer on loopback; on a real network a
+// segment lost at that moment is not sent again, and the peer sees a break
+// rather than a close. Waiting for the peer's acknowledgement instead
+// would cost its delayed ACK, milliseconds per close, since the peer has
+// nothing to send back.
+func finishWrites(c net.Conn, deadline time.Time) error {
 	tc, ok := c.(*net.TCPConn)
-	if !ok || tc.CloseWrite() != nil {
-		return
+	if !ok {
+		return nil
+	}
+	if err := tc.CloseWrite(); err != nil {
+		return err
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		return
+		return nil
 	}
 	for {
-		sent := true
+		var info *unix.TCPInfo
 		if rc.Control(func(fd uintptr) {
-			info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-			sent = err != nil || info.Notsent_bytes == 0 || info.State == unix.BPF_TCP_CLOSE
-		}) != nil || sent || time.Now().After(deadline) {
-			return
+			info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		}) != nil || err != nil {
+			return nil // nothing to learn: the close goes on
+		}
+		switch {
+		case info.State == unix.BPF_TCP_CLOSE && info.Notsent_bytes > 0:
+			return errResetWhileClosing
+		case info.Notsent_bytes == 0, time.Now().After(deadline):
+			return nil
 		}
 		time.Sleep(sentPoll)
 	}

@@ -18,8 +18,9 @@ func socketBroken(net.Conn) bool { return false }
 // finishWrites sends a FIN after what c has written; only Linux waits
 // for its acknowledgement, so elsewhere a peer that reads slowly may see
 // a reset, not a close.
-func finishWrites(c net.Conn, _ time.Time) {
+func finishWrites(c net.Conn, _ time.Time) error {
 	if tc, ok := c.(*net.TCPConn); ok {
-		tc.CloseWrite()
+		return tc.CloseWrite()
 	}
+	return nil
 }
