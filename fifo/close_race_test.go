@@ -3,6 +3,7 @@ package fifo
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,7 +111,9 @@ func closeWhileWriting(t *testing.T, round int, a, b *Conn, pause bool) {
 // tries once more when a break meets its close frame: here the peer
 // learns of the close in about three rounds of four, against none before.
 // The rest end in ErrPeerDead: a close frame that reached only the relay
-// is lost with it, and nothing acknowledges a close.
+// is lost with it, and nothing acknowledges a close. A resume that waits
+// for the writer role while Close keeps it for good must be woken to give
+// up: without that wake-up Close hung here in one run of three.
 func TestCloseDuringResume(t *testing.T) {
 	const rounds = 24
 	// A dialed end that closes while down cannot tell its peer, which then
@@ -159,6 +162,8 @@ func TestCloseDuringResume(t *testing.T) {
 		select {
 		case <-closed:
 		case <-time.After(3 * time.Second):
+			buf := make([]byte, 1<<20)
+			t.Log(string(buf[:runtime.Stack(buf, true)]))
 			cancel()
 			t.Fatalf("round %d (break first: %v): Close did not return 3 s after a break", round, breakFirst)
 		}
