@@ -57,7 +57,8 @@ func ExploreRuntime(sc *Scenario, runs int, seed int64) RuntimeResult {
 // ExploreRuntimeOver is ExploreRuntime over transport "mem" (workers in one
 // group, in-memory rings), "shm" (every worker its own Start, each pair
 // joined by shared memory, as processes on one host would be) or "fabric"
-// (the same over libfabric on loopback, in a build with -tags rreffabric).
+// (the same over libfabric on loopback, in a build with -tags rreffabric;
+// "fabric:PROVIDER" names libfabric's provider).
 func ExploreRuntimeOver(sc *Scenario, transport string, runs int, seed int64) RuntimeResult {
 	start := time.Now()
 	r := RuntimeResult{Scenario: sc.Name}
@@ -307,19 +308,24 @@ var shmGroups atomic.Int64
 
 // startWorkers makes the scenario's workers over the transport.
 func startWorkers(names []string, transport string, cfg worker.Config) ([]*worker.Worker, error) {
-	if transport != "shm" && transport != "fabric" {
+	provider, onFabric := strings.CutPrefix(transport, "fabric:")
+	onFabric = onFabric || transport == "fabric"
+	if transport != "shm" && !onFabric {
 		return worker.NewGroup(names, cfg)
 	}
 	group := fmt.Sprintf("shm:rc%d-%d", os.Getpid(), shmGroups.Add(1))
 	peers := make([]worker.Peer, len(names))
 	for i, n := range names {
 		peers[i] = worker.Peer{Name: n, Addr: group}
-		if transport == "fabric" {
+		if onFabric {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return nil, err
 			}
 			peers[i].Addr = "fabric:" + ln.Addr().String()
+			if provider != "" {
+				peers[i].Addr = "fabric:" + provider + "@" + ln.Addr().String()
+			}
 			ln.Close()
 		}
 	}

@@ -20,6 +20,9 @@
 //	go build -tags rreffabric -o paramserver ./examples/paramserver
 //	PEERS=server=fabric:127.0.0.1:7100,t1=fabric:127.0.0.1:7101,t2=fabric:127.0.0.1:7102
 //
+// and fabric:PROVIDER@host:port to name libfabric's provider (on
+// InfiniBand, fabric:verbs;ofi_rxm@host:port; quote the list in a shell).
+//
 // Across hosts, give each member its own host's address in -peers, the same
 // list everywhere, and the same -secret.
 package main
@@ -157,7 +160,7 @@ func parsePeers(s string) ([]worker.Peer, error) {
 	for _, part := range strings.Split(s, ",") {
 		name, addr, ok := strings.Cut(part, "=")
 		if !ok || name == "" || addr == "" {
-			return nil, fmt.Errorf("bad -peers entry %q (want name=host:port, name=shm:GROUP or name=fabric:host:port)", part)
+			return nil, fmt.Errorf("bad -peers entry %q (want name=host:port, name=shm:GROUP or name=fabric:[PROVIDER@]host:port)", part)
 		}
 		peers = append(peers, worker.Peer{Name: name, Addr: addr})
 	}
@@ -167,7 +170,7 @@ func parsePeers(s string) ([]worker.Peer, error) {
 func main() {
 	local := flag.Bool("local", false, "run the server and trainers in this process")
 	name := flag.String("name", "", "this member's name in -peers (\"server\" serves)")
-	peersFlag := flag.String("peers", "", "every member as name=host:port, name=shm:GROUP or name=fabric:host:port, comma-separated, the same list everywhere")
+	peersFlag := flag.String("peers", "", "every member as name=host:port, name=shm:GROUP or name=fabric:[PROVIDER@]host:port, comma-separated, the same list everywhere")
 	secret := flag.String("secret", "paramserver", "shared secret of the group")
 	trainers := flag.Int("trainers", 2, "trainers (with -local)")
 	steps := flag.Int("steps", 25, "updates per trainer")

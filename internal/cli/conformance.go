@@ -65,7 +65,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	workers := fs.Int("workers", goruntime.GOMAXPROCS(0), "exhaustive: goroutines searching: several scenarios or programs run side by side, one each; one scenario alone runs on one unless this is given, and is then shared out among them (verdicts and counts do not depend on it)")
 	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over -transport, random message delays)")
 	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
-	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory), shm (each pair over shared memory) or fabric (each pair over libfabric, in a build with -tags rreffabric)")
+	transport := fs.String("transport", "mem", "runtime target: mem (one group in memory), shm (each pair over shared memory) or fabric (each pair over libfabric, in a build with -tags rreffabric; fabric:PROVIDER names libfabric's provider)")
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
@@ -133,13 +133,19 @@ stopped an exhaustive search short: that is not a proof.`)
 		return ExitFail
 	}
 	if *target == "runtime" {
-		if *transport != "mem" && *transport != "shm" && *transport != "fabric" {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -transport %q (mem, shm or fabric)\n", *transport)
+		provider, onFabric := strings.CutPrefix(*transport, "fabric:")
+		onFabric = onFabric || *transport == "fabric"
+		if *transport != "mem" && *transport != "shm" && !onFabric {
+			fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -transport %q (mem, shm, fabric or fabric:PROVIDER)\n", *transport)
 			return ExitUsage
 		}
-		if *transport == "fabric" {
-			if _, err := fifo.FabricProviders(); err != nil {
-				fmt.Fprintf(env.Stderr, "rrefgen conformance: -transport fabric: %v\n", err)
+		if onFabric {
+			have, err := fifo.FabricProviders()
+			if err == nil && provider != "" && !slices.Contains(have, provider) {
+				err = fmt.Errorf("libfabric offers no provider %q here (it offers %s)", provider, strings.Join(have, ", "))
+			}
+			if err != nil {
+				fmt.Fprintf(env.Stderr, "rrefgen conformance: -transport %s: %v\n", *transport, err)
 				return ExitUsage
 			}
 		}

@@ -5,24 +5,52 @@ package worker
 import (
 	"context"
 	"net"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rrefkit/rref/fifo"
 )
 
 // TestGroupOverFabric starts a group of three whose links run over
 // libfabric ("fabric:" addresses), passes RRefs between non-owners and
-// shuts down with nothing leaked.
+// shuts down with nothing leaked: with libfabric's default provider, and
+// with each provider CI tests named in the addresses ("fabric:PROVIDER@").
 func TestGroupOverFabric(t *testing.T) {
+	available, err := fifo.FabricProviders()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, provider := range []string{"", "shm", "tcp;ofi_rxm"} {
+		name := provider
+		if name == "" {
+			name = "default"
+		}
+		t.Run(name, func(t *testing.T) {
+			if provider != "" && !slices.Contains(available, provider) {
+				t.Skipf("libfabric here has no %s: %v", provider, available)
+			}
+			groupOverFabric(t, provider)
+		})
+	}
+}
+
+func groupOverFabric(t *testing.T, provider string) {
 	peers := make([]Peer, 3)
 	for i := range peers {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		peers[i] = Peer{Name: string(rune('A' + i)), Addr: "fabric:" + ln.Addr().String()}
+		addr := "fabric:" + ln.Addr().String()
+		if provider != "" {
+			addr = "fabric:" + provider + "@" + ln.Addr().String()
+		}
+		peers[i] = Peer{Name: string(rune('A' + i)), Addr: addr}
 		ln.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ws := make([]*Worker, len(peers))
 	errs := make(chan error, len(peers))
@@ -72,5 +100,39 @@ func TestFabricGroupIsWhole(t *testing.T) {
 	peers := []Peer{{"A", "fabric:127.0.0.1:1"}, {"B", "127.0.0.1:2"}}
 	if _, err := Start(context.Background(), "A", peers, secret, Config{Logger: quiet}); err == nil {
 		t.Fatal("a mixed group started")
+	}
+}
+
+// TestFabricProviderNamedIsUsed: a provider named in the addresses is the
+// one the links open: one libfabric does not have fails Start at once, by
+// name (it showed as a peer that never answered, after the whole timeout).
+func TestFabricProviderNamedIsUsed(t *testing.T) {
+	peers := make([]Peer, 2)
+	for i := range peers {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[i] = Peer{Name: string(rune('A' + i)), Addr: "fabric:nosuch@" + ln.Addr().String()}
+		ln.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := make(chan error, len(peers))
+	for i := range peers {
+		go func() {
+			w, err := Start(ctx, peers[i].Name, peers, secret, Config{Logger: quiet})
+			if w != nil {
+				w.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range peers {
+		if err := <-errs; err == nil {
+			t.Fatal("a group on a provider libfabric does not have started")
+		} else if !strings.Contains(err.Error(), `fabric provider "nosuch"`) {
+			t.Errorf("Start on provider nosuch: %v; want the provider named", err)
+		}
 	}
 }

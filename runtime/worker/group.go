@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,7 +61,10 @@ type Peer struct {
 	// other "shm:GROUP" peers on this host, or "fabric:host:port" for
 	// libfabric (fifo.DialFabric, in a build with -tags rreffabric), where
 	// host:port is where the member accepts; fabric members connect only
-	// to fabric members.
+	// to fabric members. "fabric:PROVIDER@host:port" names the libfabric
+	// provider ("verbs;ofi_rxm", "efa", "tcp;ofi_rxm", "shm", ...; see
+	// fifo.WithProvider): a link uses the one its accepting member (the
+	// earlier listed) names, and without one libfabric's default choice.
 	Addr string
 }
 
@@ -91,9 +95,17 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		if isFabric(p.Addr) != isFabric(peers[0].Addr) {
 			return nil, fmt.Errorf("worker: %s (%s) and %s (%s): a group is on libfabric whole or not at all", peers[0].Name, peers[0].Addr, p.Name, p.Addr)
 		}
+		if isFabric(p.Addr) {
+			if _, _, err := parseFabricAddr(p.Addr); err != nil {
+				return nil, fmt.Errorf("worker: %s: %w", p.Name, err)
+			}
+		}
 	}
 	if me < 0 {
 		return nil, fmt.Errorf("%w %q: not among the peers", ErrUnknownWorker, self)
+	}
+	if err := checkFabricProviders(peers, me); err != nil {
+		return nil, err
 	}
 	w := newWorker(names, core.WorkerID(me+1), cfg)
 	if cfg.Setup != nil {
@@ -132,8 +144,9 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 			needAccept++
 		}
 	}
+	myProvider, myHostPort, _ := parseFabricAddr(myAddr)
 	if needAccept > 0 && isFabric(myAddr) {
-		ln, err := net.Listen("tcp", strings.TrimPrefix(myAddr, "fabric:"))
+		ln, err := net.Listen("tcp", myHostPort)
 		if err != nil {
 			return fail(fmt.Errorf("worker: listen on %s: %w", myAddr, err))
 		}
@@ -159,7 +172,7 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		if fabricLn != nil {
 			accept = func(ctx context.Context) (*fifo.Conn, error) {
 				for {
-					conn, err := fifo.AcceptFabric(ctx, fabricLn, secret, w.cfg.FIFO)
+					conn, err := fifo.AcceptFabric(ctx, fabricLn, secret, w.cfg.FIFO, fifo.WithProvider(myProvider))
 					if err == nil || ctx.Err() != nil {
 						return conn, err
 					}
@@ -196,8 +209,9 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		var conn *fifo.Conn
 		var err error
 		if isFabric(peers[j].Addr) {
+			provider, hostPort, _ := parseFabricAddr(peers[j].Addr)
 			conn, err = retryDial(ctx, peers[j].Addr, func(ctx context.Context) (*fifo.Conn, error) {
-				return fifo.DialFabric(ctx, strings.TrimPrefix(peers[j].Addr, "fabric:"), secret, w.cfg.FIFO)
+				return fifo.DialFabric(ctx, hostPort, secret, w.cfg.FIFO, fifo.WithProvider(provider))
 			})
 		} else {
 			conn, err = dialRetry(ctx, peers[j].Addr, secret, w.cfg.FIFO, w.tcpOptions()...)
@@ -334,6 +348,53 @@ func (w *Worker) missing() string {
 func isSHM(addr string) bool { return strings.HasPrefix(addr, "shm:") }
 
 func isFabric(addr string) bool { return strings.HasPrefix(addr, "fabric:") }
+
+// checkFabricProviders makes sure this host has every provider member me
+// will use: its own (its links to later members) and those the earlier
+// members name (its links to them). A missing one would otherwise show as
+// a peer that never answers, its acceptor having refused the connection.
+func checkFabricProviders(peers []Peer, me int) error {
+	if !isFabric(peers[me].Addr) {
+		return nil
+	}
+	var here []string
+	for i, p := range peers[:me+1] {
+		provider, _, _ := parseFabricAddr(p.Addr)
+		if provider == "" || i == me && me == len(peers)-1 {
+			continue // libfabric's default; or the last member's own, which no link uses
+		}
+		if here == nil {
+			var err error
+			if here, err = fifo.FabricProviders(); err != nil {
+				return fmt.Errorf("worker: %s names fabric provider %q: %w", p.Name, provider, err)
+			}
+		}
+		if !slices.Contains(here, provider) {
+			return fmt.Errorf("worker: %s names fabric provider %q, which libfabric does not offer on this host (it offers %s)", p.Name, provider, strings.Join(here, ", "))
+		}
+	}
+	return nil
+}
+
+// parseFabricAddr splits "fabric:[PROVIDER@]host:port" into the provider
+// ("" for libfabric's default choice) and the address to accept on.
+func parseFabricAddr(addr string) (provider, hostPort string, err error) {
+	rest, ok := strings.CutPrefix(addr, "fabric:")
+	if !ok {
+		return "", "", fmt.Errorf("worker: %q is not a fabric address", addr)
+	}
+	hostPort = rest
+	if before, after, named := strings.Cut(rest, "@"); named {
+		provider, hostPort = before, after
+		if provider == "" {
+			return "", "", fmt.Errorf("worker: fabric address %q: an empty provider before '@' (leave the '@' out for the default)", addr)
+		}
+	}
+	if _, _, err := net.SplitHostPort(hostPort); err != nil {
+		return "", "", fmt.Errorf("worker: fabric address %q: %w", addr, err)
+	}
+	return provider, hostPort, nil
+}
 
 func readHello(ctx context.Context, conn *fifo.Conn, n int) (int, error) {
 	b, err := conn.Recv(ctx, nil)
