@@ -921,7 +921,7 @@ func (l *tcpLink) sayClose() (*wire, error) {
 	if err != nil {
 		l.leaveWriter() // for a resume, which sends again what was lost
 	} else {
-		l.closeOut = true // the writer role is kept: nothing follows the close frame
+		l.closeOut = true   // the writer role is kept: nothing follows the close frame
 		l.wcond.Broadcast() // a resume waiting for the role gives up
 	}
 	l.wmu.Unlock()
