@@ -306,10 +306,23 @@ func errKind(err error) string {
 
 var shmGroups atomic.Int64
 
+// FabricTransport reports whether transport is the runtime target's
+// "fabric" (libfabric's default provider) or "fabric:PROVIDER", and the
+// provider it names ("" for the default).
+func FabricTransport(transport string) (provider string, ok bool) {
+	if transport == "fabric" {
+		return "", true
+	}
+	provider, ok = strings.CutPrefix(transport, "fabric:")
+	if !ok {
+		return "", false // CutPrefix hands back the whole string
+	}
+	return provider, true
+}
+
 // startWorkers makes the scenario's workers over the transport.
 func startWorkers(names []string, transport string, cfg worker.Config) ([]*worker.Worker, error) {
-	provider, onFabric := strings.CutPrefix(transport, "fabric:")
-	onFabric = onFabric || transport == "fabric"
+	provider, onFabric := FabricTransport(transport)
 	if transport != "shm" && !onFabric {
 		return worker.NewGroup(names, cfg)
 	}

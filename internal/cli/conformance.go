@@ -133,8 +133,7 @@ stopped an exhaustive search short: that is not a proof.`)
 		return ExitFail
 	}
 	if *target == "runtime" {
-		provider, onFabric := strings.CutPrefix(*transport, "fabric:")
-		onFabric = onFabric || *transport == "fabric"
+		provider, onFabric := conformance.FabricTransport(*transport)
 		if *transport != "mem" && *transport != "shm" && !onFabric {
 			fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -transport %q (mem, shm, fabric or fabric:PROVIDER)\n", *transport)
 			return ExitUsage
