@@ -541,7 +541,12 @@ func (c *Conn) waitCredits(ctx context.Context, n, cells uint64) error {
 	if err := c.l.flushTx(); err != nil {
 		return c.flushFailed(err)
 	}
-	return c.l.waitTx(ctx, func() bool { return cells-(c.txPos-c.consumedKnown()) >= n })
+	if err := c.l.waitTx(ctx, func() bool { return cells-(c.txPos-c.consumedKnown()) >= n }); err != nil {
+		return err
+	}
+	// The wait also ends when the peer closes (it will free nothing more):
+	// a message put now would never be taken, and Send must not say it was.
+	return c.err()
 }
 
 // backoff polls cond until it holds, ctx ends or check fails (shared-memory

@@ -221,6 +221,14 @@ func (l *tcpLink) writeFailed(w *wire, err error) error {
 	if l.closed.Load() || l.peerClosed.Load() {
 		return l.broke(w, werr)
 	}
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		// Close's deadline cut a write at an unknown byte of a healthy
+		// connection: nothing may follow on w, or the peer would read on
+		// from the middle of a frame. A resumable link resumes over a new
+		// one; any other is dead.
+		w.nc.Close()
+		return l.broke(w, werr)
+	}
 	select {
 	case l.rsem <- struct{}{}:
 	default:
@@ -847,7 +855,9 @@ func (l *tcpLink) shutdown() {
 			if err == nil || l.res == nil {
 				break
 			}
-			l.writeFailed(w, err) // the peer's own close may be what reset it
+			if !errors.Is(err, errBrokeBeforeClose) {
+				l.writeFailed(w, err) // the peer's own close may be what reset it
+			}
 		}
 		l.stopResuming() // before closed is set: a resume stops at once
 		l.closed.Store(true)
@@ -855,6 +865,10 @@ func (l *tcpLink) shutdown() {
 		close(l.done)
 	})
 }
+
+// errBrokeBeforeClose: the connection broke before Close could write its
+// close frame, and a resume is under way.
+var errBrokeBeforeClose = errors.New("fifo: the connection broke before the close frame left")
 
 // closeTries bounds how many connections Close says it closed over: one,
 // and one more after a break that met the first.
@@ -906,6 +920,9 @@ func (l *tcpLink) sayClose() (*wire, error) {
 	w := l.w.Load()                      // a resume may have replaced it meanwhile
 	if l.isDown() || l.failed() != nil { // the writer met a break
 		l.wmu.Unlock()
+		if l.failed() == nil {
+			return w, errBrokeBeforeClose // shutdown awaits the resume and says it then
+		}
 		return w, nil
 	}
 	w.nc.SetWriteDeadline(deadline)

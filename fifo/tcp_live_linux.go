@@ -5,6 +5,7 @@ package fifo
 import (
 	"errors"
 	"net"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -94,8 +95,13 @@ func finishWrites(c net.Conn, deadline time.Time) error {
 		switch {
 		case info.State == unix.BPF_TCP_CLOSE && info.Notsent_bytes > 0:
 			return errResetWhileClosing
-		case info.Notsent_bytes == 0, time.Now().After(deadline):
+		case info.Notsent_bytes == 0:
 			return nil
+		case time.Now().After(deadline):
+			// The peer took nothing for closeWait: closing now resets the
+			// connection and drops what is unsent, the close frame with
+			// it, so the peer must see a break, not a clean close.
+			return os.ErrDeadlineExceeded
 		}
 		time.Sleep(sentPoll)
 	}
