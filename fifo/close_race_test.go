@@ -21,6 +21,7 @@ import (
 // the close at once, every round, and receive every message whose Send
 // returned nil: before, up to a third of them were lost.
 func TestCloseWhileAnotherGoroutineWrites(t *testing.T) {
+	tcpOnly(t)
 	const rounds = 30
 	for _, tc := range []struct {
 		name string
@@ -115,6 +116,7 @@ func closeWhileWriting(t *testing.T, round int, a, b *Conn, pause bool) {
 // for the writer role while Close keeps it for good must be woken to give
 // up: without that wake-up Close hung here in one run of three.
 func TestCloseDuringResume(t *testing.T) {
+	tcpOnly(t)
 	const rounds = 24
 	// A dialed end that closes while down cannot tell its peer, which then
 	// waits DeadAfter for a re-dial: kept short, so the test is too.
@@ -189,6 +191,7 @@ func TestCloseDuringResume(t *testing.T) {
 // test caught a first version that did so. Every round both Closes return
 // at once and the listener refuses nothing.
 func TestBothEndsCloseAtOnce(t *testing.T) {
+	tcpOnly(t)
 	const rounds = 50
 	for _, name := range []string{"plain", "tls"} {
 		t.Run(name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 // write cut by a deadline now ends its connection. The peer may see a
 // break; it must never see a clean close that lost messages.
 func TestCloseNeverWritesAfterACutFrame(t *testing.T) {
+	tcpOnly(t)
 	const senders = 4
 	rounds := longOr(12, 40)
 	var lostClean, clean, dead int
@@ -123,6 +124,7 @@ func TestCloseNeverWritesAfterACutFrame(t *testing.T) {
 // missed anything, and a clean close only with every message whose Send
 // returned nil. Either way it ends within its DeadAfter.
 func TestCloseWhileThePeerStalls(t *testing.T) {
+	tcpOnly(t)
 	for _, tc := range []struct {
 		name string
 		pair func(testing.TB, Config) (*Conn, *Conn)
@@ -189,6 +191,7 @@ func TestCloseWhileThePeerStalls(t *testing.T) {
 // and Send then put the message (beyond the credits) and returned nil for
 // a message the closed peer could never take (9-19 rounds in 20).
 func TestSendWaitingForCreditsWhenThePeerCloses(t *testing.T) {
+	tcpOnly(t)
 	for _, tc := range []struct {
 		name string
 		pair func(testing.TB, Config) (*Conn, *Conn)
@@ -233,4 +236,12 @@ func longOr(short, long int) int {
 		return long
 	}
 	return short
+}
+
+// tcpOnly skips a test of the tcp provider alone in a run for the fabric
+// (RREF_FABRIC_ONLY), which repeats the package for one more provider.
+func tcpOnly(t *testing.T) {
+	if os.Getenv("RREF_FABRIC_ONLY") != "" {
+		t.Skip("a tcp test; this run is for the fabric")
+	}
 }
