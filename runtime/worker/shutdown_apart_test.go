@@ -12,7 +12,10 @@ import (
 // peer may still be writing to them: its close must reach the peer as a
 // close (so the peer's barrier sees it left), not as a break the peer
 // waits DeadAfter to resume. One such Shutdown timed out in CI before the
-// tcp close was made to say so in every case.
+// tcp close was made to say so in every case; this test did not reproduce
+// that (90 rounds on the old transport passed: the race is rare at this
+// level), the fifo close tests do, and this one keeps the scenario itself
+// under test.
 func TestMembersShutDownApart(t *testing.T) {
 	const rounds = 30
 	for round := range rounds {
