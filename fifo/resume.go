@@ -139,26 +139,31 @@ func (l *tcpLink) watch() {
 			return
 		}
 		if w := l.w.Load(); w != nil && !r.down.Load() && socketBroken(w.raw) {
-			l.readWhileIdle()
+			l.readWhileIdle(w)
 		}
 	}
 }
 
 // readWhileIdle takes the reader role, unless a call holds it (that call
-// meets the break itself), and reads what the broken socket still holds as
-// any reader would: frames, a close frame (a peer that closed is not
-// resumed), then the error, which starts the resume.
-func (l *tcpLink) readWhileIdle() {
+// meets the break itself; readWhileIdle then reports false), and reads what
+// w, broken, still holds as any reader would: frames, a close frame (a peer
+// that closed is not resumed), then the error, which starts the resume.
+// The watch calls it for an idle socket it found broken, and a writer
+// whose write failed (writeFailed).
+func (l *tcpLink) readWhileIdle(w *wire) bool {
 	select {
 	case l.rsem <- struct{}{}:
 	default:
-		return
+		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), watchEvery)
-	l.readUntil(ctx, func() bool { return false })
-	cancel()
+	if l.w.Load() == w && !l.isDown() {
+		ctx, cancel := context.WithTimeout(context.Background(), watchEvery)
+		l.readUntil(ctx, func() bool { return false })
+		cancel()
+	}
 	<-l.rsem
 	l.announce()
+	return true
 }
 
 // broke handles the failure of w, the link's connection. A resumable link

@@ -212,8 +212,8 @@ func (l *tcpLink) flushNow() error {
 // sent delivered; judged from the write alone, the link would break, and
 // a resumable one would wait DeadAfter for a re-dial that never comes. So
 // the failure goes through the read side, as the watch's read of an idle
-// socket does: this writer reads what the socket holds if no one else
-// reads, bounded by watchEvery, and leaves it to the reader otherwise,
+// socket does (readWhileIdle): this writer reads what the socket holds if
+// no one else reads, bounded by watchEvery, and leaves it to the reader otherwise,
 // who meets the same failure after the same frames. A resumable link sends
 // again what this write lost, once resumed.
 func (l *tcpLink) writeFailed(w *wire, err error) error {
@@ -229,18 +229,9 @@ func (l *tcpLink) writeFailed(w *wire, err error) error {
 		w.nc.Close()
 		return l.broke(w, werr)
 	}
-	select {
-	case l.rsem <- struct{}{}:
-	default:
+	if !l.readWhileIdle(w) {
 		return nil // the reader (perhaps this goroutine) meets the failure
 	}
-	if l.w.Load() == w && !l.isDown() {
-		ctx, cancel := context.WithTimeout(context.Background(), watchEvery)
-		l.readUntil(ctx, func() bool { return false })
-		cancel()
-	}
-	<-l.rsem
-	l.announce()
 	return l.broke(w, werr) // when reading did not end the link, the write did
 }
 
