@@ -150,9 +150,10 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 			x().Op("=").Add(conv(jen.Id("b").Index(jen.Id("off")))),
 			jen.Id("off").Op("++"),
 		}
-	case spec.KindBool:
+	case spec.KindBool, spec.KindFixed64:
+		consume := map[spec.Kind]string{spec.KindBool: "ConsumeBool", spec.KindFixed64: "ConsumeFixed64"}[baseKind(t)]
 		body = []jen.Code{
-			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeBool").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()))),
+			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt(consume).Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()))),
 			checkErr,
 			x().Op("=").Add(conv(jen.Id("x"))),
 			jen.Id("off").Op("+=").Id("k"),
@@ -161,13 +162,6 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 		max := map[spec.Kind]string{spec.KindU16: "MaxUint16", spec.KindU32: "MaxUint32", spec.KindU64: "MaxUint64"}[baseKind(t)]
 		body = []jen.Code{
 			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeUvarintMax").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()), jen.Qual("math", max))),
-			checkErr,
-			x().Op("=").Add(conv(jen.Id("x"))),
-			jen.Id("off").Op("+=").Id("k"),
-		}
-	case spec.KindFixed64:
-		body = []jen.Code{
-			jen.List(jen.Id("x"), jen.Id("k"), jen.Err()).Op(":=").Add(rt("ConsumeFixed64").Call(jen.Id("b").Index(jen.Id("off"), jen.Empty()))),
 			checkErr,
 			x().Op("=").Add(conv(jen.Id("x"))),
 			jen.Id("off").Op("+=").Id("k"),
