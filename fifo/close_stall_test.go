@@ -125,10 +125,7 @@ func TestCloseNeverWritesAfterACutFrame(t *testing.T) {
 // returned nil. Either way it ends within its DeadAfter.
 func TestCloseWhileThePeerStalls(t *testing.T) {
 	tcpOnly(t)
-	for _, tc := range []struct {
-		name string
-		pair func(testing.TB, Config) (*Conn, *Conn)
-	}{{"plain", tcpPair}, {"resumable", tcpResumablePair}} {
+	for _, tc := range tcpKinds {
 		t.Run(tc.name, func(t *testing.T) {
 			for round := range longOr(4, 10) {
 				a, b := tc.pair(t, Config{DeadAfter: time.Second, Cells: 1 << 18, EagerLimit: 1 << 20})
@@ -192,10 +189,7 @@ func TestCloseWhileThePeerStalls(t *testing.T) {
 // a message the closed peer could never take (9-19 rounds in 20).
 func TestSendWaitingForCreditsWhenThePeerCloses(t *testing.T) {
 	tcpOnly(t)
-	for _, tc := range []struct {
-		name string
-		pair func(testing.TB, Config) (*Conn, *Conn)
-	}{{"plain", tcpPair}, {"resumable", tcpResumablePair}} {
+	for _, tc := range tcpKinds {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := 0
 			const rounds = 20
@@ -245,3 +239,10 @@ func tcpOnly(t *testing.T) {
 		t.Skip("a tcp test; this run is for the fabric")
 	}
 }
+
+// tcpKinds are the two kinds of tcp connection: AcceptTCP's, which a
+// break ends, and a TCPListener's, which resume.
+var tcpKinds = []struct {
+	name string
+	pair pairFunc
+}{{"plain", tcpPair}, {"resumable", tcpResumablePair}}

@@ -52,23 +52,10 @@ func groupOverFabric(t *testing.T, provider string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ws := make([]*Worker, len(peers))
-	errs := make(chan error, len(peers))
-	for i := range peers {
-		go func() {
-			w, err := Start(ctx, peers[i].Name, peers, secret, Config{Logger: quiet, Setup: func(w *Worker) {
-				Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
-				Register(w, "fetch", func(ctx context.Context, r *RRef[int]) (int, error) { return r.ToHere(ctx) })
-			}})
-			ws[i] = w
-			errs <- err
-		}()
-	}
-	for range peers {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws := startMembers(t, ctx, peers, Config{Logger: quiet, Setup: func(w *Worker) {
+		Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		Register(w, "fetch", func(ctx context.Context, r *RRef[int]) (int, error) { return r.ToHere(ctx) })
+	}})
 	a := ws[0]
 	r, err := Remote[int](ctx, a, "B", "add", [2]int{40, 2})
 	if err != nil {

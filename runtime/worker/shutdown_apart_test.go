@@ -21,22 +21,10 @@ func TestMembersShutDownApart(t *testing.T) {
 	for round := range rounds {
 		peers := peersFor("tcp")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		ws := make([]*Worker, len(peers))
-		errs := make(chan error, len(peers))
-		for i := range peers {
-			go func() {
-				w, err := Start(ctx, peers[i].Name, peers, secret, Config{Logger: quiet, Setup: func(w *Worker) {
-					Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
-				}})
-				ws[i] = w
-				errs <- err
-			}()
-		}
-		for range peers {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
+		ws := startMembers(t, ctx, peers, Config{Logger: quiet, Setup: func(w *Worker) {
+			Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		}})
+		errs := make(chan error, len(ws))
 		// Traffic both ways up to the moment each member leaves.
 		for i, w := range ws {
 			other := peers[1-i].Name

@@ -297,6 +297,36 @@ func peersFor(transport string) []Peer {
 	return []Peer{{"A", addr()}, {"B", addr()}}
 }
 
+// startMembers starts every member of peers in this process at once, each
+// with cfg, as their processes would; the test fails if any does not start.
+func startMembers(t *testing.T, ctx context.Context, peers []Peer, cfg Config) []*Worker {
+	t.Helper()
+	ws := make([]*Worker, len(peers))
+	errs := make(chan error, len(peers))
+	for i := range peers {
+		go func() {
+			var err error
+			ws[i], err = Start(ctx, peers[i].Name, peers, secret, cfg)
+			errs <- err
+		}()
+	}
+	var failed error
+	for range peers {
+		if err := <-errs; err != nil && failed == nil {
+			failed = err
+		}
+	}
+	if failed != nil {
+		for _, w := range ws {
+			if w != nil {
+				w.Close()
+			}
+		}
+		t.Fatal(failed)
+	}
+	return ws
+}
+
 // runPeer is worker B in another process: it serves until A says bye, then
 // shuts down gracefully and exits 1 on a leak.
 func runPeer(spec string) int {
