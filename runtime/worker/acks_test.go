@@ -28,6 +28,18 @@ func waitFreed(t *testing.T, w *Worker, why string) {
 	}
 }
 
+// waitSentCount is how many messages named name w has sent, once that
+// reaches want or 5 s have passed: a sender counts a frame when its Send
+// returns, which may be after the peer has acted on it (a CI run read 199
+// of 200 deletes with every value already freed).
+func waitSentCount(w *Worker, name string, want uint64) uint64 {
+	n := w.Metrics().Messages["out"][name]
+	for deadline := time.Now().Add(5 * time.Second); n < want && time.Now().Before(deadline); n = w.Metrics().Messages["out"][name] {
+		time.Sleep(time.Millisecond)
+	}
+	return n
+}
+
 // TestFetchAnswerConfirmsTheCreator: with RemoteRets held back an hour, a
 // Remote followed by ToHere and Release must still free its value, on
 // every transport: the answer to the creator's fetch is its only
@@ -53,7 +65,7 @@ func TestFetchAnswerConfirmsTheCreator(t *testing.T) {
 			if n := server.Metrics().Messages["out"]["RemoteRet"]; n != 0 {
 				t.Fatalf("the owner sent %d RemoteRets for %d Remotes each fetched at once; want none", n, rounds)
 			}
-			if n := client.Metrics().Messages["out"]["UserDelete"]; n != rounds {
+			if n := waitSentCount(client, "UserDelete", rounds); n != rounds {
 				t.Fatalf("the client sent %d deletes for %d released Remotes", n, rounds)
 			}
 		})
@@ -78,7 +90,7 @@ func TestHeldAckLeavesWithoutAFetch(t *testing.T) {
 	}
 	r.Release()
 	waitFreed(t, server, "its only reference was released")
-	if n := server.Metrics().Messages["out"]["RemoteRet"]; n != 1 {
+	if n := waitSentCount(server, "RemoteRet", 1); n != 1 {
 		t.Fatalf("the owner sent %d RemoteRets; want the one its timer sent", n)
 	}
 }
