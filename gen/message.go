@@ -128,6 +128,10 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 		g.Comment("strings are the string fields decoded so far (unless Limits.Strings is set):")
 		g.Comment("a string that repeats from frame to frame is allocated once.")
 		g.Id("strings").Add(rt("Interner"))
+		g.Comment("resolved is what Decode applies: Limits with its defaults filled in, as")
+		g.Comment("they were when Decode last saw them (resolvedFrom).")
+		g.Id("resolved").Add(rt("Limits"))
+		g.Id("resolvedFrom").Add(rt("Limits"))
 		for _, m := range p.Messages {
 			g.Id(m.GoSlot).Id(m.GoName)
 		}
@@ -135,13 +139,13 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 	f.Line()
 	f.Comment("Decode decodes one whole frame, as the package-level Decode does.")
 	f.Func().Params(jen.Id("d").Op("*").Id("Decoder")).Id("Decode").Params(jen.Id("b").Index().Byte()).Params(jen.Id("Message"), jen.Error()).Block(
-		jen.Id("limits").Op(":=").Id("d").Dot("Limits"),
-		jen.Id("strs").Op(":=").Id("limits").Dot("Strings"),
-		jen.If(jen.Id("strs").Op("==").Nil()).Block(jen.Id("strs").Op("=").Op("&").Id("d").Dot("strings")),
-		jen.Id("limits").Dot("Strings").Op("=").Nil(),
-		jen.If(jen.Id("limits").Op("==").Parens(rt("Limits").Values())).Block(jen.Id("limits").Op("=").Add(rt("DefaultLimits"))),
-		jen.Id("limits").Dot("Strings").Op("=").Id("strs"),
-		jen.Id("lim").Op(":=").Op("&").Id("limits"),
+		jen.Comment("Limits resolved once and again only when the user changes them: a copy and"),
+		jen.Comment("a compare per frame were a tenth of a control message's time."),
+		jen.If(jen.Op("!").Id("d").Dot("Limits").Dot("Same").Call(jen.Op("&").Id("d").Dot("resolvedFrom")).Op("||").Id("d").Dot("resolved").Dot("MaxFrame").Op("==").Lit(0)).Block(
+			jen.Id("d").Dot("resolvedFrom").Op("=").Id("d").Dot("Limits"),
+			jen.Id("d").Dot("resolved").Op("=").Id("d").Dot("Limits").Dot("Resolve").Call(jen.Op("&").Id("d").Dot("strings")),
+		),
+		jen.Id("lim").Op(":=").Op("&").Id("d").Dot("resolved"),
 		jen.List(jen.Id("code"), bodyVar(p), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Switch(jen.Id("code")).BlockFunc(func(g *jen.Group) {

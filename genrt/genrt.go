@@ -60,6 +60,28 @@ func (l *Limits) Depth() int {
 	return DefaultMaxDepth
 }
 
+// Same reports whether l and o hold the same limits, field by field (inlined,
+// where == on the struct calls memequal).
+func (l *Limits) Same(o *Limits) bool {
+	return l.MaxFrame == o.MaxFrame && l.MaxBytes == o.MaxBytes && l.MaxList == o.MaxList &&
+		l.MaxDepth == o.MaxDepth && l.Strings == o.Strings
+}
+
+// Resolve is what a decoder applies for l: DefaultLimits when l sets no bound,
+// and strings when l sets no Interner.
+func (l Limits) Resolve(strings *Interner) Limits {
+	s := l.Strings
+	if s == nil {
+		s = strings
+	}
+	l.Strings = nil
+	if l == (Limits{}) {
+		l = DefaultLimits
+	}
+	l.Strings = s
+	return l
+}
+
 // DefaultLimits suit control traffic and moderate payloads.
 var DefaultLimits = Limits{MaxFrame: 64 << 20, MaxBytes: 64 << 20, MaxList: 1 << 16, MaxDepth: DefaultMaxDepth}
 

@@ -117,3 +117,32 @@ func BenchmarkControl(b *testing.B) {
 		})
 	}
 }
+
+// TestDecoderSeesLimitsChange: a Decoder resolves its Limits once and keeps
+// them, so a change between two frames must still apply, every field, and
+// back to the defaults.
+func TestDecoderSeesLimitsChange(t *testing.T) {
+	var d rref.Decoder
+	frame := rref.AppendFrame(nil, &rref.Call{Function: "fn", Args: make([]byte, 100), RRefs: make([]rref.RRefDesc, 3)})
+	steps := []struct {
+		what string
+		lim  genrt.Limits
+		want error
+	}{
+		{"zero: the defaults", genrt.Limits{}, nil},
+		{"MaxFrame", genrt.Limits{MaxFrame: 10, MaxBytes: 1 << 10, MaxList: 10}, genrt.ErrTooLarge},
+		{"MaxBytes", genrt.Limits{MaxFrame: 1 << 10, MaxBytes: 10, MaxList: 10}, genrt.ErrTooLarge},
+		{"MaxList", genrt.Limits{MaxFrame: 1 << 10, MaxBytes: 1 << 10, MaxList: 2}, genrt.ErrTooLarge},
+		{"all roomy", genrt.Limits{MaxFrame: 1 << 10, MaxBytes: 1 << 10, MaxList: 10}, nil},
+		{"zero again", genrt.Limits{}, nil},
+		{"MaxFrame again", genrt.Limits{MaxFrame: 10, MaxBytes: 1 << 10, MaxList: 10}, genrt.ErrTooLarge},
+	}
+	for _, s := range steps {
+		d.Limits = s.lim
+		for range 2 { // the second decode reads the limits the first resolved
+			if _, err := d.Decode(frame); !errors.Is(err, s.want) {
+				t.Fatalf("%s: got %v, want %v", s.what, err, s.want)
+			}
+		}
+	}
+}
