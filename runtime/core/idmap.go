@@ -39,9 +39,16 @@ type idMap[K idKey, V any] struct {
 }
 
 type idSlot[K idKey, V any] struct {
-	key   K
-	state slotState
+	key K
+	// val comes before state: a zero-size value last would be padded to a
+	// word (Go keeps a pointer to it inside the slot).
 	val   V
+	state slotState
+	// hash is the low half of the key's idHash, which picks its home: kept
+	// so that a probe compares keys only on a likely match, and a shift or
+	// rehash need not mix each key again. It fills padding after state,
+	// so a slot is no larger (see TestIDSlotSizes).
+	hash uint32
 }
 
 type slotState uint8
@@ -95,12 +102,13 @@ func (m *idMap[K, V]) find(k K) int {
 		return -1
 	}
 	mask := len(m.slots) - 1
-	for i := int(idHash(k)) & mask; ; i = (i + 1) & mask {
+	h := uint32(idHash(k))
+	for i := int(h) & mask; ; i = (i + 1) & mask {
 		s := &m.slots[i]
 		switch {
 		case s.state == slotFree:
 			return -1
-		case s.state == slotLive && sameID(s.key, k):
+		case s.hash == h && s.state == slotLive && sameID(s.key, k):
 			return i
 		}
 	}
@@ -139,11 +147,12 @@ func (m *idMap[K, V]) store(k K, v V, replace bool) bool {
 	}
 	mask := len(m.slots) - 1
 	grave := -1 // the first tombstone on k's path: where k goes if absent
-	for i := int(idHash(k)) & mask; ; i = (i + 1) & mask {
+	h := uint32(idHash(k))
+	for i := int(h) & mask; ; i = (i + 1) & mask {
 		s := &m.slots[i]
 		switch s.state {
 		case slotLive:
-			if sameID(s.key, k) {
+			if s.hash == h && sameID(s.key, k) {
 				if replace {
 					s.val = v
 				}
@@ -159,7 +168,7 @@ func (m *idMap[K, V]) store(k K, v V, replace bool) bool {
 			} else {
 				m.taken++
 			}
-			m.slots[i] = idSlot[K, V]{key: k, state: slotLive, val: v}
+			m.slots[i] = idSlot[K, V]{key: k, state: slotLive, hash: h, val: v}
 			m.live++
 			return true
 		}
@@ -208,7 +217,7 @@ func (m *idMap[K, V]) delShifting(k K) {
 		// The entry at j may fill the hole at i unless its home lies
 		// cyclically in (i, j]: then i is before its home, where a probe
 		// for it never looks.
-		home := int(idHash(m.slots[j].key)) & mask
+		home := int(m.slots[j].hash) & mask
 		if (j-home)&mask < (j-i)&mask {
 			continue
 		}
@@ -243,7 +252,7 @@ func (m *idMap[K, V]) rebuild() {
 		if s.state != slotLive {
 			continue
 		}
-		i := int(idHash(s.key)) & mask
+		i := int(s.hash) & mask
 		for m.slots[i].state != slotFree {
 			i = (i + 1) & mask
 		}
@@ -275,7 +284,7 @@ func (m *idMap[K, V]) dropTombstones() {
 		carried := m.slots[i]
 		m.slots[i] = idSlot[K, V]{}
 		for {
-			j := int(idHash(carried.key)) & mask
+			j := int(carried.hash) & mask
 			for m.slots[j].state == slotLive {
 				j = (j + 1) & mask
 			}

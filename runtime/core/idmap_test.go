@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -395,6 +396,26 @@ func TestFullMemoriesAreCopiedOnWrite(t *testing.T) {
 		churn(c, 1000+10*round)
 		if !bytes.Equal(d.AppendState(nil), cloned) {
 			t.Fatalf("round %d: the original's churn changed its clone", round)
+		}
+	}
+}
+
+// TestIDSlotSizes holds the slots of the core's tables to the size they had
+// before each kept its key's hash: the hash fills padding, and a value
+// placed last (zero-size ones pad to a word there) would grow them.
+func TestIDSlotSizes(t *testing.T) {
+	for _, c := range []struct {
+		what      string
+		got, want uintptr
+	}{
+		{"no value (deleted forks)", unsafe.Sizeof(idSlot[ForkID, struct{}]{}), 24},
+		{"a small value (tombstones)", unsafe.Sizeof(idSlot[RRefID, tombstone]{}), 24},
+		{"two small fields (forks)", unsafe.Sizeof(idSlot[ForkID, forkRec]{}), 32},
+		{"a pointer (owners)", unsafe.Sizeof(idSlot[RRefID, *ownerRec]{}), 32},
+		{"a word (counts)", unsafe.Sizeof(idSlot[RRefID, uint64]{}), 32},
+	} {
+		if c.got != c.want {
+			t.Errorf("a slot with %s is %d bytes, want %d", c.what, c.got, c.want)
 		}
 	}
 }
