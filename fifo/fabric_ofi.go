@@ -47,7 +47,7 @@ typedef struct {
 	char why[512];
 } rf_end;
 
-static struct fi_info *rf_hints(const char *prov) {
+static struct fi_info *rf_hints(const char *prov, int ordered) {
 	struct fi_info *h = fi_allocinfo();
 	if (!h) return NULL;
 	h->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -56,6 +56,10 @@ static struct fi_info *rf_hints(const char *prov) {
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 	h->domain_attr->threading = FI_THREAD_SAFE;
 	h->domain_attr->cq_data_size = 4;
+	// Writes placed in the order issued let a put larger than one inject go
+	// as several (rf_inject_split); a provider that cannot is asked again
+	// without (rf_open).
+	if (ordered) h->tx_attr->msg_order = FI_ORDER_WAW;
 	if (prov && *prov) h->fabric_attr->prov_name = strdup(prov);
 	return h;
 }
@@ -66,7 +70,7 @@ static void rf_fail(rf_end *e, const char *what, int ret) {
 
 // rf_list writes the names of the usable providers, one a line, to buf.
 static int rf_list(char *buf, size_t len) {
-	struct fi_info *h = rf_hints(NULL), *info = NULL, *i;
+	struct fi_info *h = rf_hints(NULL, 0), *info = NULL, *i;
 	if (!h) return -FI_ENOMEM;
 	int ret = fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, h, &info);
 	fi_freeinfo(h);
@@ -98,12 +102,14 @@ static void rf_close(rf_end *e) {
 static int rf_open(rf_end *e, const char *prov, const char *node) {
 	pthread_mutex_init(&e->mu, NULL);
 	e->waitfd = -1;
-	struct fi_info *h = rf_hints(prov);
-	if (!h) { rf_fail(e, "fi_allocinfo", FI_ENOMEM); return -FI_ENOMEM; }
 	int ret = -FI_ENODATA;
-	if (node && *node) ret = fi_getinfo(FI_VERSION(1, 9), node, NULL, FI_SOURCE, h, &e->info);
-	if (ret) ret = fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, h, &e->info);
-	fi_freeinfo(h);
+	for (int ordered = 1; ret && ordered >= 0; ordered--) {
+		struct fi_info *h = rf_hints(prov, ordered);
+		if (!h) { rf_fail(e, "fi_allocinfo", FI_ENOMEM); return -FI_ENOMEM; }
+		if (node && *node) ret = fi_getinfo(FI_VERSION(1, 9), node, NULL, FI_SOURCE, h, &e->info);
+		if (ret) ret = fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, h, &e->info);
+		fi_freeinfo(h);
+	}
 	if (ret) { rf_fail(e, prov && *prov ? "no such provider offers RMA with remote CQ data here (fi_getinfo)" : "no provider offers RMA with remote CQ data here (fi_getinfo)", ret); return ret; }
 	if ((ret = fi_fabric(e->info->fabric_attr, &e->fabric, NULL))) { rf_fail(e, "fi_fabric", ret); return ret; }
 	if ((ret = fi_domain(e->fabric, e->info, &e->domain, NULL))) { rf_fail(e, "fi_domain", ret); return ret; }
@@ -133,6 +139,7 @@ static uint64_t rf_mr_mode(rf_end *e) { return e->info->domain_attr->mr_mode; }
 static int rf_manual_progress(rf_end *e) { return e->info->domain_attr->data_progress == FI_PROGRESS_MANUAL; }
 static size_t rf_key_size(rf_end *e) { return e->info->domain_attr->mr_key_size; }
 static size_t rf_inject_size(rf_end *e) { return e->info->tx_attr->inject_size; }
+static int rf_ordered_writes(rf_end *e) { return (e->info->tx_attr->msg_order & FI_ORDER_WAW) != 0; }
 static size_t rf_max_msg(rf_end *e) { return e->info->ep_attr->max_msg_size; }
 static const char *rf_prov(rf_end *e) { return e->info->fabric_attr->prov_name; }
 
@@ -168,6 +175,38 @@ static ssize_t rf_inject(rf_end *e, const void *buf, size_t len, uint64_t data, 
 	pthread_mutex_unlock(&e->mu);
 	return r;
 }
+
+// rf_inject_split injects buf as writes of at most chunk bytes, from
+// *done on, the last with data: on an ordered endpoint its remote event
+// comes after the data of the others is placed. It advances *done past
+// each chunk accepted, so that a retry after -FI_EAGAIN goes on from there.
+// rf_stutter (tests only) makes it report a full queue after every chunk
+// but the last, which rf_stuttered counts.
+static int rf_stutter;
+static uint64_t rf_stuttered;
+
+static ssize_t rf_inject_split(rf_end *e, const char *buf, size_t len, size_t chunk, size_t *done, uint64_t data, uint64_t raddr, uint64_t key) {
+	ssize_t r = 0;
+	pthread_mutex_lock(&e->mu);
+	while (*done < len) {
+		size_t n = len - *done;
+		if (n > chunk) n = chunk;
+		if (*done + n < len) r = fi_inject_write(e->ep, buf + *done, n, e->peer, raddr + *done, key);
+		else r = fi_inject_writedata(e->ep, buf + *done, n, data, e->peer, raddr + *done, key);
+		if (r) break;
+		*done += n;
+		if (__atomic_load_n(&rf_stutter, __ATOMIC_RELAXED) && *done < len) {
+			__atomic_add_fetch(&rf_stuttered, 1, __ATOMIC_RELAXED);
+			r = -FI_EAGAIN;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return r;
+}
+
+static void rf_set_stutter(int on) { __atomic_store_n(&rf_stutter, on, __ATOMIC_RELAXED); }
+static uint64_t rf_stutters(void) { return __atomic_load_n(&rf_stuttered, __ATOMIC_RELAXED); }
 
 static ssize_t rf_write(rf_end *e, void *buf, size_t len, void *desc, uint64_t data, uint64_t raddr, uint64_t key, int closing) {
 	pthread_mutex_lock(&e->mu);
@@ -301,9 +340,12 @@ type fabricLink struct {
 	txDesc   unsafe.Pointer
 	rbufDesc unsafe.Pointer
 	inject   int
-	peer     fabricCard // the peer's card, once connected
-	own      fabricCard // this end's
-	landing  *fabricRx  // publishes the peer's puts (progress goroutine)
+	// splitInject: writes are placed in order (FI_ORDER_WAW), so a put of
+	// up to maxInjectSplit injects goes as that many.
+	splitInject bool
+	peer        fabricCard // the peer's card, once connected
+	own         fabricCard // this end's
+	landing     *fabricRx  // publishes the peer's puts (progress goroutine)
 
 	txCred    atomic.Uint64   // the peer's explicit credit return (progress goroutine)
 	slots     []atomic.Uint32 // rendezvous slots: 1 while out
@@ -410,6 +452,7 @@ func openFabric(provider, node string, cfg Config) (fabricEndpoint, error) {
 	if !injectsSafely(C.GoString(C.rf_prov(e))) {
 		l.inject = 0
 	}
+	l.splitInject = C.rf_ordered_writes(e) != 0
 	rsize := sigLine + ringSize(cfg.Cells)
 	regions := []struct {
 		size   int
@@ -554,11 +597,15 @@ func (l *fabricLink) withEndpoint(f func() C.ssize_t) C.ssize_t {
 // write writes b, which lies in the tx image or the signal source, to
 // raddr with data, waiting while the provider's queue is full.
 func (l *fabricLink) write(b []byte, raddr, key, data uint64, closing bool) error {
+	var done C.size_t // of a split inject
 	for {
 		ret := l.withEndpoint(func() C.ssize_t {
 			p := unsafe.Pointer(&b[0])
 			if len(b) <= l.inject && !closing {
 				return C.rf_inject(l.e, p, C.size_t(len(b)), C.uint64_t(data), C.uint64_t(raddr), C.uint64_t(key))
+			}
+			if l.splitInject && len(b) <= l.inject*maxInjectSplit && !closing {
+				return C.rf_inject_split(l.e, (*C.char)(p), C.size_t(len(b)), C.size_t(l.inject), &done, C.uint64_t(data), C.uint64_t(raddr), C.uint64_t(key))
 			}
 			cl := C.int(0)
 			if closing {
@@ -1081,4 +1128,24 @@ func (l *fabricLink) release(lingering *Conn) error {
 	}
 	unmap(struct{}{})
 	return nil
+}
+
+// maxInjectSplit bounds how many injects one put may take. An inject is
+// copied by the provider at once and needs no completion; a larger write
+// waits for the peer's progress and then for its own completion (over
+// libfabric's shm provider a 4 KiB put, just past its inject size, took
+// 3.2x fi_pingpong's). Past a few injects the copies cost more than the
+// wait saves.
+const maxInjectSplit = 4
+
+// stutterSplitInjects makes every split inject report a full queue after
+// each chunk but the last, as a busy provider may, and returns how many
+// times it has so far: a test's way to the resume of a split put.
+func stutterSplitInjects(on bool) uint64 {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.rf_set_stutter(v)
+	return uint64(C.rf_stutters())
 }
