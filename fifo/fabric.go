@@ -37,8 +37,9 @@ import (
 // A put is the paper's: the sender copies the message into its image of
 // the peer's ring and writes the cells to the same place in the peer's
 // ring (one RMA write, inline for a one-cell message), with remote CQ data.
-// A put a little larger than the provider's inject size goes as up to
-// maxInjectSplit injects, the last with the CQ data, where the endpoint
+// A put a little larger than the provider's inject size (of at least
+// minSplitInject) goes as up to maxInjectSplit injects, the last with the
+// CQ data, where the endpoint
 // places writes in the order issued (FI_ORDER_WAW, asked for and granted
 // by libfabric's shm provider): an inject is copied at once, where a larger
 // write waits for the peer's progress and then for its own completion.
