@@ -139,9 +139,9 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 	f.Line()
 	f.Comment("Decode decodes one whole frame, as the package-level Decode does.")
 	f.Func().Params(jen.Id("d").Op("*").Id("Decoder")).Id("Decode").Params(jen.Id("b").Index().Byte()).Params(jen.Id("Message"), jen.Error()).Block(
-		jen.Comment("Limits resolved once and again only when the user changes them: a copy and"),
+		jen.Comment("Limits resolved once and again only when they change (Current): a copy and"),
 		jen.Comment("a compare per frame were a tenth of a control message's time."),
-		jen.If(jen.Op("!").Id("d").Dot("Limits").Dot("Same").Call(jen.Op("&").Id("d").Dot("resolvedFrom")).Op("||").Id("d").Dot("resolved").Dot("MaxFrame").Op("==").Lit(0)).Block(
+		jen.If(jen.Op("!").Id("d").Dot("Limits").Dot("Current").Call(jen.Op("&").Id("d").Dot("resolvedFrom"), jen.Op("&").Id("d").Dot("resolved"), jen.Op("&").Id("d").Dot("strings"))).Block(
 			jen.Id("d").Dot("resolvedFrom").Op("=").Id("d").Dot("Limits"),
 			jen.Id("d").Dot("resolved").Op("=").Id("d").Dot("Limits").Dot("Resolve").Call(jen.Op("&").Id("d").Dot("strings")),
 		),

@@ -67,6 +67,27 @@ func (l *Limits) Same(o *Limits) bool {
 		l.MaxDepth == o.MaxDepth && l.Strings == o.Strings
 }
 
+// Current reports whether resolved, which Resolve(own) of from gave, is
+// still what l resolves to: l is the same as from, resolved still names
+// the Interner l would use (a copied Decoder has its own), and, where l
+// sets no bound, DefaultLimits have not changed since. A Decoder keeps its
+// resolved limits while this holds.
+func (l *Limits) Current(from, resolved *Limits, own *Interner) bool {
+	strings := l.Strings
+	if strings == nil {
+		strings = own
+	}
+	if resolved.Strings != strings || !l.Same(from) {
+		return false
+	}
+	if l.MaxFrame|l.MaxBytes|l.MaxList|l.MaxDepth == 0 {
+		d := &DefaultLimits
+		return resolved.MaxFrame == d.MaxFrame && resolved.MaxBytes == d.MaxBytes &&
+			resolved.MaxList == d.MaxList && resolved.MaxDepth == d.MaxDepth
+	}
+	return true
+}
+
 // Resolve is what a decoder applies for l: DefaultLimits when l sets no bound,
 // and strings when l sets no Interner.
 func (l Limits) Resolve(strings *Interner) Limits {

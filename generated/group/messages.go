@@ -359,9 +359,9 @@ type Decoder struct {
 
 // Decode decodes one whole frame, as the package-level Decode does.
 func (d *Decoder) Decode(b []byte) (Message, error) {
-	// Limits resolved once and again only when the user changes them: a copy and
+	// Limits resolved once and again only when they change (Current): a copy and
 	// a compare per frame were a tenth of a control message's time.
-	if !d.Limits.Same(&d.resolvedFrom) || d.resolved.MaxFrame == 0 {
+	if !d.Limits.Current(&d.resolvedFrom, &d.resolved, &d.strings) {
 		d.resolvedFrom = d.Limits
 		d.resolved = d.Limits.Resolve(&d.strings)
 	}

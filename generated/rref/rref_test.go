@@ -5,8 +5,10 @@ package rref_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/rrefkit/rref/gen"
@@ -145,4 +147,58 @@ func TestDecoderSeesLimitsChange(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDecoderSeesDefaultLimitsChange: a Decoder with no limits of its own
+// applies DefaultLimits as they are at each frame, as Decode(b, nil) does,
+// though it keeps what it resolved between frames.
+func TestDecoderSeesDefaultLimitsChange(t *testing.T) {
+	saved := genrt.DefaultLimits
+	defer func() { genrt.DefaultLimits = saved }()
+	var d rref.Decoder
+	frame := rref.AppendFrame(nil, &rref.Call{Function: "fn", Args: make([]byte, 100)})
+	if _, err := d.Decode(frame); err != nil {
+		t.Fatal(err)
+	}
+	genrt.DefaultLimits.MaxBytes = 10
+	if _, err := rref.Decode(frame, nil); !errors.Is(err, genrt.ErrTooLarge) {
+		t.Fatalf("Decode under the lowered defaults: %v", err)
+	}
+	if _, err := d.Decode(frame); !errors.Is(err, genrt.ErrTooLarge) {
+		t.Fatalf("a Decoder kept the defaults it saw first: %v", err)
+	}
+	genrt.DefaultLimits = saved
+	if _, err := d.Decode(frame); err != nil {
+		t.Fatalf("defaults restored: %v", err)
+	}
+}
+
+// TestCopiedDecoderInternsAlone: a copy of a Decoder that has decoded
+// interns into its own table, not its original's (which another goroutine
+// may be using).
+func TestCopiedDecoderInternsAlone(t *testing.T) {
+	var d rref.Decoder
+	frame := rref.AppendFrame(nil, &rref.Call{Function: "first"})
+	if _, err := d.Decode(frame); err != nil {
+		t.Fatal(err)
+	}
+	e := d
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, dec := range []*rref.Decoder{&d, &e} {
+		wg.Add(1)
+		go func() { // the race detector reports a shared table
+			defer wg.Done()
+			<-start
+			for i := range 5000 {
+				f := rref.AppendFrame(nil, &rref.Call{Function: fmt.Sprintf("fn%d", i%7)})
+				if _, err := dec.Decode(f); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
 }
