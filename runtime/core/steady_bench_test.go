@@ -245,14 +245,17 @@ func benchControlMessage(b *testing.B, tombstones int) {
 	h := o.NewLocal([]byte("v"))
 	id := o.Handle(h).RRef
 	// Worker 1 holds a fork (parent) and passed a child of it to worker 3,
-	// which asks the owner for it and later deletes it.
-	parent := rref.ForkID{Worker: 1, Local: 1}
+	// which asks the owner for it and later deletes it. Fork ids are random
+	// 64-bit values, as a worker mints them (newID), not a count: a table
+	// or filter that favours ids in sequence must not look faster here
+	// than it is. mintLike(n) is distinct for each n and never 0.
+	parent := rref.ForkID{Worker: 1, Local: mintLike(1)}
 	var rd core.Ready
 	frame := make([]byte, 0, 64)
 	next := uint64(1)
 	req, del := &rref.ForkRequest{RRef: id, Parent: parent}, &rref.UserDelete{RRef: id}
 	step := func() {
-		fork := rref.ForkID{Worker: 1, Local: next + 1}
+		fork := rref.ForkID{Worker: 1, Local: mintLike(next + 1)}
 		next++
 		req.Fork, del.Fork = fork, fork
 		frame = rref.AppendFrame(frame[:0], req)
@@ -279,6 +282,15 @@ func benchControlMessage(b *testing.B, tombstones int) {
 }
 
 var sink any
+
+// mintLike spreads n over 64 bits as a worker's random ids are: splitmix64's
+// finish, a bijection, so distinct counts give distinct ids, and only 0
+// gives 0.
+func mintLike(n uint64) uint64 {
+	n = (n ^ n>>30) * 0xbf58476d1ce4e5b9
+	n = (n ^ n>>27) * 0x94d049bb133111eb
+	return n ^ n>>31
+}
 
 // TestHeapObjectsSeesEachAllocation checks the instrument the test above
 // reads around each message: one allocation, small or tiny, is one more.
