@@ -37,12 +37,11 @@ import (
 // A put is the paper's: the sender copies the message into its image of
 // the peer's ring and writes the cells to the same place in the peer's
 // ring (one RMA write, inline for a one-cell message), with remote CQ data.
-// A put a little larger than the provider's inject size (of at least
-// minSplitInject) goes as up to maxInjectSplit injects, the last with the
-// CQ data, where the endpoint
-// places writes in the order issued (FI_ORDER_WAW, asked for and granted
-// by libfabric's shm provider): an inject is copied at once, where a larger
-// write waits for the peer's progress and then for its own completion.
+// Over libfabric's shm provider (splitsSafely), a put a little larger
+// than the inject size goes as up to maxInjectSplit injects, the last with
+// the CQ data, the endpoint asking for writes in the order issued
+// (FI_ORDER_WAW): an inject is copied at once, where a larger write waits
+// for the peer's progress and then for its own completion.
 // The header word travels with the cells but with a sequence number of 0,
 // which no message ever has (seqAfter), so a receiver polling its ring
 // cannot take a message whose bytes are still landing; the peer's
