@@ -234,7 +234,7 @@ func TestSteadyControlMessagesAllocateNothing(t *testing.T) {
 // per message. With a memory of 64 deleted forks it fits in the cache;
 // with the default memory, full (65536 forks, tables of megabytes), each
 // delete evicts the oldest fork and each request looks a new one up at a
-// random place in it, which measured 1.4-1.6 times as long.
+// random place in it, which measured 1.3-1.6 times as long.
 func BenchmarkControlMessage(b *testing.B) {
 	b.Run("memory=64", func(b *testing.B) { benchControlMessage(b, steadyTombstones) })
 	b.Run("memory=default", func(b *testing.B) { benchControlMessage(b, core.DefaultTombstones) })
