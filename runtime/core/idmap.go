@@ -24,7 +24,7 @@ type idKey interface {
 //
 // A Go map of these padded two-field structs hashes them field by field
 // through the runtime's generic path, a third of a control message's time
-// in a profile; here a key is mixed with one 64-bit multiply. A copy is
+// in a profile; here a key is mixed with two 64-bit multiplies (idHash). A copy is
 // one slice copy, where a Go map's clone walks its groups.
 //
 // Keys come from peers, so the mix is seeded per process (idSeed): a peer
