@@ -67,6 +67,9 @@ import (
 // A progress goroutine per connection reads the completion queue, which
 // also drives the providers that progress only when called (manual
 // progress): it spins briefly after each event, then blocks in the queue.
+// A receiver that comes to wait meanwhile reads the queue itself: it ends
+// the goroutine's blocking wait (fi_cq_signal) and takes over, since a
+// message that ended the wait would reach it only after two wake-ups.
 // It sends a heartbeat every Config.Heartbeat; a peer whose signals stop
 // for Config.DeadAfter is dead.
 

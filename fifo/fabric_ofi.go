@@ -258,6 +258,9 @@ static ssize_t rf_poll(rf_end *e, int timeout) {
 
 static int rf_can_wait(rf_end *e) { return e->waitfd >= 0; }
 
+// rf_cq_signal ends a blocking wait in the queue (fi_cq_sread) at once.
+static void rf_cq_signal(rf_end *e) { fi_cq_signal(e->cq); }
+
 static int rf_is_readctx(rf_end *e, void *p) { return p == &e->readctx; }
 static int rf_is_closectx(rf_end *e, void *p) { return p == &e->closectx; }
 */
@@ -301,8 +304,11 @@ func fabricProviders() ([]string, error) {
 // progress goroutine blocks in it, and how long it blocks at a time (it
 // checks liveness and heartbeats between).
 const (
-	fabricSpin    = 2000
-	fabricBlockMs = 5
+	fabricSpin = 2000
+	// fabricWatchSpin: looks at the ring, and tries for the role, after a
+	// waiter has cut the progress goroutine's blocking wait short.
+	fabricWatchSpin = 2000
+	fabricBlockMs   = 5
 	// fabricNap is how long a waiter over a manual-progress provider
 	// sleeps between polls once it has spun: Go's timers wake it some tens
 	// of microseconds later, against the millisecond of a blocking wait.
@@ -361,6 +367,7 @@ type fabricLink struct {
 	heard     atomic.Uint64 // signals received, for liveness
 	beating   atomic.Bool   // connect has exchanged its first signals: heartbeats may go
 	sleeping  atomic.Bool   // a receiver parked and wants waking
+	blocked   atomic.Bool   // the progress goroutine holds the role in a blocking wait
 	waiters   atomic.Int32  // goroutines in progress
 	role      chan struct{} // the progress role: who reads the completion queue
 	local     chan struct{} // where it parks
@@ -712,13 +719,34 @@ func (l *fabricLink) progress(ctx context.Context, cond func() bool) error {
 		if err := l.failed(); err != nil {
 			return err
 		}
+		took := false
 		select {
 		case l.role <- struct{}{}:
+			took = true
+		default:
+			if l.blocked.Load() {
+				// The progress goroutine holds the role in a blocking wait,
+				// which the peer's message would end only through two
+				// wake-ups (its thread's, then this goroutine's): cut the
+				// wait short and take the role, watching the ring meanwhile.
+				C.rf_cq_signal(l.e)
+				for i := 0; i < fabricWatchSpin && !took; i++ {
+					if cond() {
+						return nil
+					}
+					select {
+					case l.role <- struct{}{}:
+						took = true
+					default:
+					}
+				}
+			}
+		}
+		if took {
 			err := l.progressHolding(ctx, cond)
 			<-l.role
 			l.wakeSelf() // another waiter may take the role
 			return err
-		default:
 		}
 		l.sleeping.Store(true)
 		if cond() {
@@ -776,7 +804,7 @@ func (l *fabricLink) poll(timeout C.int) int {
 		return int(n)
 	case n == -C.FI_EAVAIL:
 		l.failedCompletion()
-	case n == 0 || n == -C.FI_EAGAIN || n == -C.FI_ETIMEDOUT || n == -C.FI_EINTR: // signals interrupt a wait: Go's are frequent
+	case n == 0 || n == -C.FI_EAGAIN || n == -C.FI_ETIMEDOUT || n == -C.FI_EINTR || n == -C.FI_ECANCELED: // signals interrupt a wait (Go's are frequent), and so does rf_cq_signal
 	default:
 		l.setDead(fmt.Errorf("%w: libfabric completion queue: %s", ErrPeerDead, C.GoString(C.fi_strerror(C.int(-n)))))
 	}
@@ -912,7 +940,10 @@ func (l *fabricLink) run() {
 				if !canWait {
 					timeout = -1
 				}
-				if l.poll(timeout) > 0 && l.sleeping.Load() {
+				l.blocked.Store(canWait)
+				got := l.poll(timeout)
+				l.blocked.Store(false)
+				if got > 0 && l.sleeping.Load() {
 					l.wakeSelf()
 				}
 				<-l.role
