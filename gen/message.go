@@ -129,7 +129,7 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 		g.Comment("a string that repeats from frame to frame is allocated once.")
 		g.Id("strings").Add(rt("Interner"))
 		g.Comment("resolved is what Decode applies: Limits with its defaults filled in, as")
-		g.Comment("they were when Decode last saw them (resolvedFrom).")
+		g.Comment("they were when Decode last saw them (resolvedFrom; see genrt.Limits.ResolveKept).")
 		g.Id("resolved").Add(rt("Limits"))
 		g.Id("resolvedFrom").Add(rt("Limits"))
 		for _, m := range p.Messages {
@@ -139,13 +139,7 @@ func genFrame(f *jen.File, p *spec.Protocol) {
 	f.Line()
 	f.Comment("Decode decodes one whole frame, as the package-level Decode does.")
 	f.Func().Params(jen.Id("d").Op("*").Id("Decoder")).Id("Decode").Params(jen.Id("b").Index().Byte()).Params(jen.Id("Message"), jen.Error()).Block(
-		jen.Comment("Limits resolved once and again only when they change (Current): a copy and"),
-		jen.Comment("a compare per frame were a tenth of a control message's time."),
-		jen.If(jen.Op("!").Id("d").Dot("Limits").Dot("Current").Call(jen.Op("&").Id("d").Dot("resolvedFrom"), jen.Op("&").Id("d").Dot("resolved"), jen.Op("&").Id("d").Dot("strings"))).Block(
-			jen.Id("d").Dot("resolvedFrom").Op("=").Id("d").Dot("Limits"),
-			jen.Id("d").Dot("resolved").Op("=").Id("d").Dot("Limits").Dot("Resolve").Call(jen.Op("&").Id("d").Dot("strings")),
-		),
-		jen.Id("lim").Op(":=").Op("&").Id("d").Dot("resolved"),
+		jen.Id("lim").Op(":=").Id("d").Dot("Limits").Dot("ResolveKept").Call(jen.Op("&").Id("d").Dot("resolvedFrom"), jen.Op("&").Id("d").Dot("resolved"), jen.Op("&").Id("d").Dot("strings")),
 		jen.List(jen.Id("code"), bodyVar(p), jen.Err()).Op(":=").Id("DecodeHeader").Call(jen.Id("b"), jen.Id("lim")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Switch(jen.Id("code")).BlockFunc(func(g *jen.Group) {

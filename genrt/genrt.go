@@ -60,48 +60,44 @@ func (l *Limits) Depth() int {
 	return DefaultMaxDepth
 }
 
-// Same reports whether l and o hold the same limits, field by field (inlined,
-// where == on the struct calls memequal).
-func (l *Limits) Same(o *Limits) bool {
-	return l.MaxFrame == o.MaxFrame && l.MaxBytes == o.MaxBytes && l.MaxList == o.MaxList &&
-		l.MaxDepth == o.MaxDepth && l.Strings == o.Strings
-}
-
-// Current reports whether resolved, which Resolve(own) of from gave, is
-// still what l resolves to: l is the same as from, resolved still names
-// the Interner l would use (a copied Decoder has its own), and, where l
-// sets no bound, DefaultLimits have not changed since. A Decoder keeps its
-// resolved limits while this holds.
-func (l *Limits) Current(from, resolved *Limits, own *Interner) bool {
+// ResolveKept returns the limits a decoder applies for l, kept in
+// *resolved between calls (a generated Decoder's own fields): DefaultLimits
+// where l sets no bound, and own where l sets no Interner. It works them out
+// again only when l differs from *from (what they were worked out from),
+// when DefaultLimits changed under a bound-less l, or when *resolved names
+// another Interner than l would use (a copied Decoder has its own table).
+// A copy of Limits and a compare with its zero value on every frame were a
+// tenth of a control message's handling.
+func (l *Limits) ResolveKept(from, resolved *Limits, own *Interner) *Limits {
 	strings := l.Strings
 	if strings == nil {
 		strings = own
 	}
-	if resolved.Strings != strings || !l.Same(from) {
-		return false
+	d := &DefaultLimits
+	if resolved.Strings == strings && l.same(from) &&
+		(!l.unbounded() || resolved.MaxFrame == d.MaxFrame && resolved.MaxBytes == d.MaxBytes &&
+			resolved.MaxList == d.MaxList && resolved.MaxDepth == d.MaxDepth) {
+		return resolved
 	}
-	if l.MaxFrame|l.MaxBytes|l.MaxList|l.MaxDepth == 0 {
-		d := &DefaultLimits
-		return resolved.MaxFrame == d.MaxFrame && resolved.MaxBytes == d.MaxBytes &&
-			resolved.MaxList == d.MaxList && resolved.MaxDepth == d.MaxDepth
+	*from = *l
+	*resolved = *l
+	if l.unbounded() {
+		*resolved = *d
 	}
-	return true
+	resolved.Strings = strings
+	return resolved
 }
 
-// Resolve is what a decoder applies for l: DefaultLimits when l sets no bound,
-// and strings when l sets no Interner.
-func (l Limits) Resolve(strings *Interner) Limits {
-	s := l.Strings
-	if s == nil {
-		s = strings
-	}
-	l.Strings = nil
-	if l == (Limits{}) {
-		l = DefaultLimits
-	}
-	l.Strings = s
-	return l
+// same reports whether l and o hold the same limits, field by field (where
+// == on the struct calls memequal).
+func (l *Limits) same(o *Limits) bool {
+	return l.MaxFrame == o.MaxFrame && l.MaxBytes == o.MaxBytes && l.MaxList == o.MaxList &&
+		l.MaxDepth == o.MaxDepth && l.Strings == o.Strings
 }
+
+// unbounded reports whether l sets no bound (its Interner aside): the
+// defaults apply.
+func (l *Limits) unbounded() bool { return l.MaxFrame|l.MaxBytes|l.MaxList|l.MaxDepth == 0 }
 
 // DefaultLimits suit control traffic and moderate payloads.
 var DefaultLimits = Limits{MaxFrame: 64 << 20, MaxBytes: 64 << 20, MaxList: 1 << 16, MaxDepth: DefaultMaxDepth}

@@ -6,7 +6,7 @@ import (
 )
 
 // TestLimitsSameSeesEveryField: a generated Decoder keeps its resolved
-// limits while Same holds, so Same must notice a change to any field,
+// limits while same holds, so same must notice a change to any field,
 // including one added after it was written.
 func TestLimitsSameSeesEveryField(t *testing.T) {
 	var base Limits
@@ -20,13 +20,13 @@ func TestLimitsSameSeesEveryField(t *testing.T) {
 		case reflect.Pointer:
 			f.Set(reflect.New(f.Type().Elem()))
 		default:
-			t.Fatalf("field %s is a %v: teach this test and Same about it", reflect.TypeOf(base).Field(i).Name, f.Kind())
+			t.Fatalf("field %s is a %v: teach this test and same about it", reflect.TypeOf(base).Field(i).Name, f.Kind())
 		}
-		if base.Same(&changed) || changed.Same(&base) {
-			t.Errorf("Same misses a change to %s", reflect.TypeOf(base).Field(i).Name)
+		if base.same(&changed) || changed.same(&base) {
+			t.Errorf("same misses a change to %s", reflect.TypeOf(base).Field(i).Name)
 		}
 	}
-	if !base.Same(&base) {
-		t.Error("Same denies equal limits")
+	if !base.same(&base) {
+		t.Error("same denies equal limits")
 	}
 }

@@ -323,7 +323,7 @@ type Decoder struct {
 	// a string that repeats from frame to frame is allocated once.
 	strings genrt.Interner
 	// resolved is what Decode applies: Limits with its defaults filled in, as
-	// they were when Decode last saw them (resolvedFrom).
+	// they were when Decode last saw them (resolvedFrom; see genrt.Limits.ResolveKept).
 	resolved     genrt.Limits
 	resolvedFrom genrt.Limits
 	acquireMsg   Acquire
@@ -333,13 +333,7 @@ type Decoder struct {
 
 // Decode decodes one whole frame, as the package-level Decode does.
 func (d *Decoder) Decode(b []byte) (Message, error) {
-	// Limits resolved once and again only when they change (Current): a copy and
-	// a compare per frame were a tenth of a control message's time.
-	if !d.Limits.Current(&d.resolvedFrom, &d.resolved, &d.strings) {
-		d.resolvedFrom = d.Limits
-		d.resolved = d.Limits.Resolve(&d.strings)
-	}
-	lim := &d.resolved
+	lim := d.Limits.ResolveKept(&d.resolvedFrom, &d.resolved, &d.strings)
 	code, body, err := DecodeHeader(b, lim)
 	if err != nil {
 		return nil, err
