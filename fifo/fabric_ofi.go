@@ -258,8 +258,10 @@ static ssize_t rf_poll(rf_end *e, int timeout) {
 
 static int rf_can_wait(rf_end *e) { return e->waitfd >= 0; }
 
-// rf_cq_signal ends a blocking wait in the queue (fi_cq_sread) at once.
-static void rf_cq_signal(rf_end *e) { fi_cq_signal(e->cq); }
+// rf_cq_signal ends a blocking wait in the queue (fi_cq_sread) at once. A
+// queue opened without a wait object (rf_open's fallback) has none to end,
+// and libfabric's shm dereferences the missing one.
+static void rf_cq_signal(rf_end *e) { if (e->cq && e->waitfd >= 0) fi_cq_signal(e->cq); }
 
 static int rf_is_readctx(rf_end *e, void *p) { return p == &e->readctx; }
 static int rf_is_closectx(rf_end *e, void *p) { return p == &e->closectx; }
@@ -729,7 +731,7 @@ func (l *fabricLink) progress(ctx context.Context, cond func() bool) error {
 				// which the peer's message would end only through two
 				// wake-ups (its thread's, then this goroutine's): cut the
 				// wait short and take the role, watching the ring meanwhile.
-				C.rf_cq_signal(l.e)
+				l.cutWait()
 				for i := 0; i < fabricWatchSpin && !took; i++ {
 					if cond() {
 						return nil
@@ -1192,4 +1194,15 @@ func stutterSplitInjects(on bool) uint64 {
 	}
 	C.rf_set_stutter(v)
 	return uint64(C.rf_stutters())
+}
+
+// cutWait ends a blocking wait in the completion queue at once; with no
+// one waiting, the next wait returns at once instead (poll counts either
+// as nothing read).
+// It does nothing once the link is released.
+func (l *fabricLink) cutWait() {
+	l.withEndpoint(func() C.ssize_t {
+		C.rf_cq_signal(l.e)
+		return 0
+	})
 }

@@ -456,3 +456,54 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestFabricQueueSignalsAreHarmless: a receiver ends the progress
+// goroutine's blocking wait with a signal (cutWait), which may come when no
+// one waits, or twice, or while a completion is being read. Signals fired
+// all through a ping-pong, with pauses long enough for the progress
+// goroutine to block, must lose no message and never fail the link.
+func TestFabricQueueSignalsAreHarmless(t *testing.T) {
+	a, b := fabricPair(t, Config{Cells: 256})
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			a.l.(*fabricLink).cutWait()
+			b.l.(*fabricLink).cutWait()
+			time.Sleep(20 * time.Microsecond)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := range 600 {
+		if i%100 == 99 {
+			time.Sleep(2 * fabricBlockMs * time.Millisecond) // the progress goroutines block meanwhile
+		}
+		want := pattern(i, 1+i%300)
+		if err := a.Send(ctx, want); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		got, err := b.Recv(ctx, nil)
+		if err != nil {
+			t.Fatalf("receive %d: %v", i, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("message %d differs", i)
+		}
+		if err := b.Send(ctx, got); err != nil {
+			t.Fatalf("echo %d: %v", i, err)
+		}
+		if _, err := a.Recv(ctx, nil); err != nil {
+			t.Fatalf("echo receive %d: %v", i, err)
+		}
+	}
+}
