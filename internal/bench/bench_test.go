@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -104,16 +106,74 @@ func TestRPCTableMeasuresEveryCell(t *testing.T) {
 		if strings.HasPrefix(r.System, "rrefkit") && r.RemoteToHereNs <= 0 {
 			t.Errorf("%s: no Remote + ToHere measured", r.System)
 		}
+		if runtime.GOOS == "linux" && (r.CPU1Ns <= 0 || r.CPU16Ns <= 0) {
+			t.Errorf("%s: no processor time per call: %+v", r.System, r)
+		}
 		if _, measured := yardstickFor(r.System); measured && (r.YardstickNs <= 0 || r.Ratios["yardstick_round_trip"]+r.Ratios["tcp_yardstick_round_trip"] <= 0) {
 			t.Errorf("%s: no yardstick beside it: %+v", r.System, r)
 		}
 	}
 	var text bytes.Buffer
 	WriteRPC(&text, rows, "text")
-	for _, want := range []string{"shm, 2 procs", "gRPC rt / rt", "rt / yardstick", "targets (ratios in this run):",
+	for _, want := range []string{"shm, 2 procs", "gRPC rt / rt", "cpu us/call 16", "rt / yardstick", "targets (ratios in this run):",
 		"rrefkit tcp round trip / raw TCP ping-pong"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("no %q in the text table:\n%s", want, text.String())
+		}
+	}
+}
+
+// TestRPCCellsMeasureOnlyThose: a table narrowed to cells (-cells) leaves
+// the others empty, and claims no ratio that reads an empty cell: a 16-caller
+// rate of 0 over a 1-caller one is not a target missed.
+func TestRPCCellsMeasureOnlyThose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures RPC systems")
+	}
+	rows := RPCTableOf(5*time.Millisecond, func(string) {}, RPCOptions{
+		Only:  func(name string) bool { return name == "rrefkit (mem)" || name == "net/rpc (tcp)" },
+		Cells: map[string]bool{"1": true},
+	})
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2: %+v", len(rows), rows)
+	}
+	for _, r := range rows {
+		if r.Err != "" || r.RoundTripNs <= 0 || r.Calls16PerSec != 0 || r.CPU16Ns != 0 || r.RemoteToHereNs != 0 {
+			t.Errorf("%s: measured other cells than the round trip: %+v", r.System, r)
+		}
+		for _, k := range []string{"calls16_over_calls1", "calls16_over_netrpc", "remote_to_here_over_round_trip"} {
+			if v, ok := r.Ratios[k]; ok {
+				t.Errorf("%s: ratio %s = %v from an unmeasured cell", r.System, k, v)
+			}
+		}
+	}
+}
+
+// TestProcStatCPU reads utime and stime past a command name with spaces
+// and parentheses, and refuses a line it cannot read rather than
+// reporting a time of zero.
+func TestProcStatCPU(t *testing.T) {
+	line := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 17 0 0 20 0 3 0 100 0 0"
+	if got, err := parseProcStatCPU(line); err != nil || got != 2670*time.Millisecond {
+		t.Errorf("parseProcStatCPU = %v, %v; want 2.67s", got, err)
+	}
+	for _, bad := range []string{"", "4242 comm S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 abc 17"} {
+		if got, err := parseProcStatCPU(bad); err == nil {
+			t.Errorf("parseProcStatCPU(%q) = %v, want an error", bad, got)
+		}
+	}
+	if runtime.GOOS == "linux" {
+		self, err := procCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rusage, err := selfCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same process's time, read two ways: /proc to the hundredth.
+		if d := rusage - self; d < -50*time.Millisecond || d > 50*time.Millisecond {
+			t.Errorf("/proc says %v, getrusage %v", self, rusage)
 		}
 	}
 }

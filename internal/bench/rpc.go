@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/rpc"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -24,6 +25,10 @@ type RPCRow struct {
 	Calls1PerSec   float64 `json:"calls_per_second_1_caller"`
 	Calls16PerSec  float64 `json:"calls_per_second_16_callers"`
 	RemoteToHereNs float64 `json:"remote_to_here_ns,omitempty"`
+	// Processor time per call, of this process and the server's when it
+	// runs apart, in the 1-caller and 16-caller cells (see cpu.go).
+	CPU1Ns  float64 `json:"cpu_ns_per_call_1_caller,omitempty"`
+	CPU16Ns float64 `json:"cpu_ns_per_call_16_callers,omitempty"`
 	// The yardsticks, measured just before the row: a fifo/shm round trip
 	// (shm rows) or a raw Go TCP ping-pong (tcp rows) of yardstickSize bytes.
 	YardstickNs float64            `json:"yardstick_round_trip_ns,omitempty"`
@@ -38,6 +43,7 @@ type rpcSystem struct {
 	call   func(ctx context.Context, a, b int64) (int64, error)
 	remote func(ctx context.Context) error // Remote + ToHere, when the system has RRefs
 	close  func()
+	pids   []int // the system's processes besides this one (its server's)
 }
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -157,6 +163,7 @@ func childSystem(name, addr string) (*rpcSystem, error) {
 		client.Close()
 		server.stop()
 	}
+	s.pids = []int{server.cmd.Process.Pid}
 	return s, nil
 }
 
@@ -307,6 +314,20 @@ func measureCalls(s *rpcSystem, callers int, d time.Duration) (float64, error) {
 	return float64(n.Load()) / time.Since(start).Seconds(), nil
 }
 
+// measureCallsCPU is measureCalls, with the processor time per call of
+// the system's processes (0 where it cannot be read).
+func measureCallsCPU(s *rpcSystem, callers int, d time.Duration) (rate, cpuNs float64, err error) {
+	before, cerr := cpuOf(s)
+	start := time.Now()
+	rate, err = measureCalls(s, callers, d)
+	elapsed := time.Since(start)
+	after, cerr2 := cpuOf(s)
+	if err != nil || cerr != nil || cerr2 != nil || rate <= 0 {
+		return rate, 0, err
+	}
+	return rate, float64(after-before) / (rate * elapsed.Seconds()), nil
+}
+
 // RPCTable measures each system for about d per cell.
 func RPCTable(d time.Duration, progress func(string)) []RPCRow {
 	return RPCTableOf(d, progress, RPCOptions{})
@@ -318,7 +339,16 @@ type RPCOptions struct {
 	// ServerCPUProfile is where the server of a two-process system writes
 	// its CPU profile ("": none).
 	ServerCPUProfile string
+	// Cells are the cells to measure, of RPCCells (nil: all). A profile of
+	// one cell says where that cell's time goes, unmixed with the others.
+	Cells map[string]bool
 }
+
+// RPCCells name a row's measured cells, for RPCOptions.Cells: the one
+// caller's round trip, 16 callers' throughput, and Remote plus ToHere.
+var RPCCells = []string{"1", "16", "remote"}
+
+func (o RPCOptions) measures(cell string) bool { return o.Cells == nil || o.Cells[cell] }
 
 // RPCTableOf measures the systems opt accepts.
 func RPCTableOf(d time.Duration, progress func(string), opt RPCOptions) []RPCRow {
@@ -353,19 +383,23 @@ func RPCTableOf(d time.Duration, progress func(string), opt RPCOptions) []RPCRow
 			s.close()
 			continue
 		}
-		progress(s.name + ": 1 caller")
-		if rate, err := measureCalls(s, 1, d); err != nil {
-			r.Err = err.Error()
-		} else {
-			r.Calls1PerSec, r.RoundTripNs = rate, 1e9/rate
+		if opt.measures("1") {
+			progress(s.name + ": 1 caller")
+			if rate, cpu, err := measureCallsCPU(s, 1, d); err != nil {
+				r.Err = err.Error()
+			} else {
+				r.Calls1PerSec, r.RoundTripNs, r.CPU1Ns = rate, 1e9/rate, cpu
+			}
 		}
-		progress(s.name + ": 16 callers")
-		if rate, err := measureCalls(s, 16, d); err != nil {
-			r.Err = err.Error()
-		} else {
-			r.Calls16PerSec = rate
+		if opt.measures("16") {
+			progress(s.name + ": 16 callers")
+			if rate, cpu, err := measureCallsCPU(s, 16, d); err != nil {
+				r.Err = err.Error()
+			} else {
+				r.Calls16PerSec, r.CPU16Ns = rate, cpu
+			}
 		}
-		if s.remote != nil {
+		if s.remote != nil && opt.measures("remote") {
 			progress(s.name + ": remote + to_here")
 			ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 			n, start := 0, time.Now()
@@ -444,7 +478,7 @@ func addRatios(rows []RPCRow) {
 			continue
 		}
 		r.Ratios = map[string]float64{}
-		if grpc != nil {
+		if grpc != nil && grpc.RoundTripNs > 0 {
 			r.Ratios["grpc_round_trip_over_this"] = grpc.RoundTripNs / r.RoundTripNs
 		}
 		if r.YardstickNs > 0 {
@@ -454,10 +488,10 @@ func addRatios(rows []RPCRow) {
 			}
 			r.Ratios[key] = r.RoundTripNs / r.YardstickNs
 		}
-		if netrpc != nil && netrpc.Calls16PerSec > 0 {
+		if netrpc != nil && netrpc.Calls16PerSec > 0 && r.Calls16PerSec > 0 {
 			r.Ratios["calls16_over_netrpc"] = r.Calls16PerSec / netrpc.Calls16PerSec
 		}
-		if r.Calls1PerSec > 0 {
+		if r.Calls16PerSec > 0 {
 			r.Ratios["calls16_over_calls1"] = r.Calls16PerSec / r.Calls1PerSec
 		}
 		if r.RemoteToHereNs > 0 {
@@ -511,7 +545,7 @@ func writeTargets(w io.Writer, rows []RPCRow) {
 
 // WriteRPC prints rows as text, csv or json.
 func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
-	h := []string{"system", "round trip us", "yardstick rt us", "rt / yardstick", "calls/s 1 caller", "calls/s 16 callers", "remote+to_here us", "gRPC rt / rt"}
+	h := []string{"system", "round trip us", "yardstick rt us", "rt / yardstick", "calls/s 1 caller", "calls/s 16 callers", "cpu us/call 1", "cpu us/call 16", "remote+to_here us", "gRPC rt / rt"}
 	var table [][]string
 	for _, r := range rows {
 		f := func(v, scale float64, prec int) string {
@@ -530,7 +564,7 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 		}
 		table = append(table, []string{r.System, f(r.RoundTripNs, 1e3, 2), f(r.YardstickNs, 1e3, 2),
 			ratio("yardstick_round_trip", "tcp_yardstick_round_trip"), f(r.Calls1PerSec, 1, 0), f(r.Calls16PerSec, 1, 0),
-			f(r.RemoteToHereNs, 1e3, 2), ratio("grpc_round_trip_over_this")})
+			f(r.CPU1Ns, 1e3, 2), f(r.CPU16Ns, 1e3, 2), f(r.RemoteToHereNs, 1e3, 2), ratio("grpc_round_trip_over_this")})
 	}
 	return writeTable(w, h, table, format, rows, func() {
 		for _, r := range rows {
@@ -539,6 +573,8 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 			}
 		}
 		fmt.Fprintln(w, "\nround trip: one caller, sequential calls; gRPC rt / rt above 1 means faster than gRPC-Go unary.")
+		fmt.Fprintf(w, "cpu us/call: processor time of client and server, both processes for \"2 procs\", per call; with %d processors\n", runtime.NumCPU())
+		fmt.Fprintln(w, "shared by both ends, no batching makes more calls a second than processors / (cpu per call).")
 		fmt.Fprintf(w, "yardstick: a %d-byte round trip measured just before the row, fifo/shm for shm rows, a raw Go TCP ping-pong for tcp rows.\n", yardstickSize)
 		if !GRPCBuiltIn() {
 			fmt.Fprintln(w, "gRPC-Go is not built into this rrefgen: go run -tags rrefgrpc ./cmd/rrefgen bench rpc measures it too.")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ Timings swing between runs on shared hosts: read the ratios.`)
 	format := fs.String("format", "text", "text, csv or json")
 	d := fs.Duration("d", 200*time.Millisecond, "time per measured cell")
 	only := fs.String("only", "", "rpc: measure only the systems whose names contain this (e.g. \"2 procs\", tcp)")
+	cells := fs.String("cells", "", "rpc: measure only these cells, comma-separated: "+strings.Join(bench.RPCCells, ", ")+" (default all)")
 	cpuProfile := fs.String("cpuprofile", "", "rpc: write this process's CPU profile to FILE and, for a two-process system, the server's to FILE.server")
 	if len(args) == 0 || (args[0] != "fifo" && args[0] != "rpc") {
 		// -h, or a bad first word: parseFlags prints the help (on stdout
@@ -60,11 +62,23 @@ Timings swing between runs on shared hosts: read the ratios.`)
 		}
 	}
 	var err error
-	if args[0] != "rpc" && (*only != "" || *cpuProfile != "") {
-		fmt.Fprintln(env.Stderr, "rrefgen bench: -only and -cpuprofile apply to bench rpc")
+	if args[0] != "rpc" && (*only != "" || *cpuProfile != "" || *cells != "") {
+		fmt.Fprintln(env.Stderr, "rrefgen bench: -only, -cells and -cpuprofile apply to bench rpc")
 		return ExitUsage
 	}
 	if args[0] == "rpc" {
+		var cellSet map[string]bool
+		if *cells != "" {
+			cellSet = map[string]bool{}
+			for _, c := range strings.Split(*cells, ",") {
+				c = strings.TrimSpace(c)
+				if !slices.Contains(bench.RPCCells, c) {
+					fmt.Fprintf(env.Stderr, "rrefgen bench: -cells: unknown cell %q (want some of %s)\n", c, strings.Join(bench.RPCCells, ", "))
+					return ExitUsage
+				}
+				cellSet[c] = true
+			}
+		}
 		if *cpuProfile != "" {
 			stop, err := bench.StartCPUProfile(*cpuProfile)
 			if err != nil {
@@ -73,7 +87,7 @@ Timings swing between runs on shared hosts: read the ratios.`)
 			}
 			defer stop()
 		}
-		opt := bench.RPCOptions{Only: func(name string) bool { return strings.Contains(strings.ToLower(name), strings.ToLower(*only)) }}
+		opt := bench.RPCOptions{Only: func(name string) bool { return strings.Contains(strings.ToLower(name), strings.ToLower(*only)) }, Cells: cellSet}
 		if *cpuProfile != "" {
 			opt.ServerCPUProfile = *cpuProfile + ".server"
 		}

@@ -293,6 +293,12 @@ func TestHelpAndFlagPlacement(t *testing.T) {
 	if code, _, errs := run(t, dir, "bench", "fifo", "-only", "tcp"); code != ExitUsage || !strings.Contains(errs, "apply to bench rpc") {
 		t.Errorf("bench fifo -only: %d %q", code, errs)
 	}
+	if code, _, errs := run(t, dir, "bench", "rpc", "-cells", "1,17", "-d", "1ms"); code != ExitUsage || !strings.Contains(errs, `unknown cell "17"`) {
+		t.Errorf("bench rpc -cells with an unknown cell: %d %q", code, errs)
+	}
+	if code, _, errs := run(t, dir, "bench", "fifo", "-cells", "1"); code != ExitUsage || !strings.Contains(errs, "apply to bench rpc") {
+		t.Errorf("bench fifo -cells: %d %q", code, errs)
+	}
 	if code, _, errs := run(t, dir, "bench", "rpc", "-only", "carrier pigeon", "-d", "1ms"); code != ExitUsage || !strings.Contains(errs, "names none") {
 		t.Errorf("bench rpc -only matching nothing: %d %q", code, errs)
 	}
