@@ -46,22 +46,33 @@ func (s *ctxSlab) next() *callCtx {
 	return c
 }
 
-// callKey names a call a peer made: its worker and its call id.
+// monoEpoch is the origin of call contexts' deadlines (callCtx.due).
+var monoEpoch = time.Now()
+
+// callKey names a call a peer made: its worker and its call id. The
+// worker is widened to 64 bits so that the key is 16 bytes with no padding,
+// which the map hashes in one pass: a call looks its key up three times.
 type callKey struct {
-	from core.WorkerID
+	from uint64
 	id   uint64
 }
 
+func keyOf(from core.WorkerID, id uint64) callKey { return callKey{uint64(from), id} }
+
 // callCtx is the context a called function runs in.
 type callCtx struct {
-	mu       sync.Mutex
-	parent   context.Context // the worker's or its receiver's; set before the function runs
-	deadline time.Time       // the caller's, as the time it had left when it sent the call; zero: none
-	err      error           // why it ended: set once
-	done     chan struct{}   // made by the first Done
-	timer    *time.Timer     // closes done at the deadline, once Done was asked for
-	unlink   func() bool     // stops watching the parent, once Done was asked for
-	claimed  bool            // a function runs in it (w.mu)
+	mu     sync.Mutex
+	parent context.Context // the worker's or its receiver's; set before the function runs
+	// due is the caller's deadline, as the time it had left when it sent
+	// the call, on the monotonic clock since monoEpoch; 0: none. Kept as a
+	// duration so that a check reads the clock once (time.Since), where
+	// time.Now reads the wall clock too.
+	due     time.Duration
+	err     error         // why it ended: set once
+	done    chan struct{} // made by the first Done
+	timer   *time.Timer   // closes done at the deadline, once Done was asked for
+	unlink  func() bool   // stops watching the parent, once Done was asked for
+	claimed bool          // a function runs in it (w.mu)
 	// next is the context of a later call with the same key (w.mu): a
 	// peer that repeats a call id. Chained in the context itself so that
 	// the usual key, with one call, costs the map no slice of its own.
@@ -70,10 +81,13 @@ type callCtx struct {
 
 func (c *callCtx) Deadline() (time.Time, bool) {
 	pd, pok := c.parent.Deadline()
-	if c.deadline.IsZero() || pok && pd.Before(c.deadline) {
+	if c.due == 0 {
 		return pd, pok
 	}
-	return c.deadline, true
+	if deadline := monoEpoch.Add(c.due); !pok || !pd.Before(deadline) {
+		return deadline, true
+	}
+	return pd, pok
 }
 
 func (c *callCtx) Value(key any) any { return c.parent.Value(key) }
@@ -88,7 +102,7 @@ func (c *callCtx) Err() error {
 // parent has: until Done is asked for, nothing watches them.
 func (c *callCtx) errLocked() error {
 	if c.err == nil {
-		if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+		if c.due != 0 && time.Since(monoEpoch) >= c.due {
 			c.finish(context.DeadlineExceeded)
 		} else if c.parent != nil && c.parent.Err() != nil {
 			c.finish(c.parent.Err())
@@ -109,8 +123,8 @@ func (c *callCtx) Done() <-chan struct{} {
 		close(c.done)
 		return c.done
 	}
-	if !c.deadline.IsZero() {
-		c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
+	if c.due != 0 {
+		c.timer = time.AfterFunc(c.due-time.Since(monoEpoch), func() { c.end(context.DeadlineExceeded) })
 	}
 	c.unlink = context.AfterFunc(c.parent, func() { c.end(c.parent.Err()) })
 	return c.done
@@ -151,12 +165,12 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 		}
 		c := w.ctxSlab.next()
 		if run.Timeout > 0 {
-			c.deadline = time.Now().Add(run.Timeout)
+			c.due = time.Since(monoEpoch) + run.Timeout
 		}
 		if run.Cancelled {
 			c.err = context.Canceled
 		}
-		key := callKey{run.From, run.CallID}
+		key := keyOf(run.From, run.CallID)
 		if first := w.calling[key]; first == nil {
 			w.calling[key] = c
 		} else {
@@ -172,7 +186,7 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 	}
 	for _, cancel := range rd.Cancels {
 		// A peer names only its own calls: the key holds its id.
-		for c := w.calling[callKey{cancel.From, cancel.CallID}]; c != nil; c = c.next {
+		for c := w.calling[keyOf(cancel.From, cancel.CallID)]; c != nil; c = c.next {
 			c.end(context.Canceled)
 		}
 	}
@@ -183,7 +197,7 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 func (w *Worker) callContext(parent context.Context, run core.Run) *callCtx {
 	w.mu.Lock()
 	var c *callCtx
-	for x := w.calling[callKey{run.From, run.CallID}]; x != nil; x = x.next {
+	for x := w.calling[keyOf(run.From, run.CallID)]; x != nil; x = x.next {
 		if !x.claimed {
 			c = x
 			break
@@ -194,16 +208,16 @@ func (w *Worker) callContext(parent context.Context, run core.Run) *callCtx {
 	}
 	c.claimed = true
 	w.mu.Unlock()
-	c.mu.Lock()
+	// No lock: parent is read only by the function (Value, Deadline, Err,
+	// Done), which gets the context after this; a cancel does not read it.
 	c.parent = parent
-	c.mu.Unlock()
 	return c
 }
 
 // endCall forgets the context c of a call answered, and ends it. Called
 // with w.mu held.
 func (w *Worker) endCall(run core.Run, c *callCtx) {
-	key := callKey{run.From, run.CallID}
+	key := keyOf(run.From, run.CallID)
 	if first := w.calling[key]; first == c && c != nil {
 		if c.next == nil {
 			delete(w.calling, key)

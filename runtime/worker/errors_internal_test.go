@@ -122,3 +122,38 @@ func TestCancelsNameOnlyTheirSendersCalls(t *testing.T) {
 		t.Error("an answered call's context has not ended")
 	}
 }
+
+// TestCallDeadlineIsTheCallersTimeLeft: a call's context reports the time
+// the caller had left, counted from when the call was handed out, and the
+// parent's deadline where it comes first.
+func TestCallDeadlineIsTheCallersTimeLeft(t *testing.T) {
+	w := &Worker{calling: map[callKey]*callCtx{}}
+	run := core.Run{Kind: core.RunCall, From: 2, CallID: 1, Timeout: time.Hour}
+	before := time.Now()
+	w.trackCalls(&core.Ready{Runs: []core.Run{run}})
+	after := time.Now()
+	ctx := w.callContext(context.Background(), run)
+	d, ok := ctx.Deadline()
+	if !ok || d.Before(before.Add(time.Hour)) || d.After(after.Add(time.Hour)) {
+		t.Fatalf("deadline %v, %v; want between %v and %v", d, ok, before.Add(time.Hour), after.Add(time.Hour))
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("an hour early: %v", ctx.Err())
+	}
+	soon := time.Now().Add(time.Minute)
+	parent, cancel := context.WithDeadline(context.Background(), soon)
+	defer cancel()
+	run.CallID = 2
+	w.trackCalls(&core.Ready{Runs: []core.Run{run}})
+	if d, ok := w.callContext(parent, run).Deadline(); !ok || !d.Equal(soon) {
+		t.Fatalf("under a parent due in a minute: %v, %v", d, ok)
+	}
+	run.CallID, run.Timeout = 3, time.Second
+	w.trackCalls(&core.Ready{Runs: []core.Run{run}})
+	late := time.Now().Add(time.Hour)
+	lparent, lcancel := context.WithDeadline(context.Background(), late)
+	defer lcancel()
+	if d, ok := w.callContext(lparent, run).Deadline(); !ok || !d.Before(late) {
+		t.Fatalf("a parent due later does not move the call's deadline: %v, %v", d, ok)
+	}
+}

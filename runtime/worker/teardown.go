@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 
 	"github.com/rrefkit/rref/runtime/core"
 )
@@ -16,44 +16,55 @@ import (
 // as long as the function runs, and comes back only if the worker is not
 // closing meanwhile.
 type goroutines struct {
-	mu      sync.Mutex
-	n       int
-	closing bool
-	gone    chan struct{} // closed once closing and n is 0
+	// state is the count of goroutines in the set, with closingBit set once
+	// Close has begun. One atomic word, not a mutex: a receiver running a
+	// function inline leaves and rejoins the set on every call.
+	state atomic.Int64
+	gone  chan struct{} // closed once closing and the count is 0
 }
+
+// closingBit marks the set closed to newcomers. Counts stay far below it.
+const closingBit = 1 << 62
 
 func newGoroutines() *goroutines { return &goroutines{gone: make(chan struct{})} }
 
 // add counts a goroutine about to start, or one coming back; it reports
 // false, counting nothing, once Close has begun.
 func (g *goroutines) add() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closing {
-		return false
+	for {
+		s := g.state.Load()
+		if s&closingBit != 0 {
+			return false
+		}
+		if g.state.CompareAndSwap(s, s+1) {
+			return true
+		}
 	}
-	g.n++
-	return true
 }
 
+// done uncounts a goroutine. Once closing, counts only fall (add refuses),
+// so exactly one event sees the set closing and empty: this decrement, or
+// wait finding it empty.
 func (g *goroutines) done() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.n--; g.n == 0 && g.closing {
+	if g.state.Add(-1) == closingBit {
 		close(g.gone)
 	}
 }
 
 // wait stops new goroutines and waits for the counted ones to leave.
 func (g *goroutines) wait() {
-	g.mu.Lock()
-	if !g.closing {
-		g.closing = true
-		if g.n == 0 {
-			close(g.gone)
+	for {
+		s := g.state.Load()
+		if s&closingBit != 0 {
+			break // an earlier wait closed it
+		}
+		if g.state.CompareAndSwap(s, s|closingBit) {
+			if s == 0 {
+				close(g.gone)
+			}
+			break
 		}
 	}
-	g.mu.Unlock()
 	<-g.gone
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -101,4 +103,54 @@ func TestGoexitAndPanicFailOnlyTheirCall(t *testing.T) {
 		}
 	}
 	shutdown(t, ws)
+}
+
+// TestGoroutineSetWaitsForEveryMember races members leaving and rejoining
+// the set (as a receiver running functions inline does on every call)
+// against Close's wait: wait returns only once no member is inside, no
+// member gets in after it began, and the set's channel is closed once,
+// whichever side empties it last.
+func TestGoroutineSetWaitsForEveryMember(t *testing.T) {
+	for round := range 200 {
+		g := newGoroutines()
+		var inside atomic.Int64
+		var wg sync.WaitGroup
+		for m := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					if !g.add() {
+						return
+					}
+					inside.Add(1)
+					if (i+m+round)%3 == 0 {
+						runtime.Gosched()
+					}
+					inside.Add(-1)
+					g.done()
+				}
+			}()
+		}
+		if round%2 == 0 {
+			runtime.Gosched() // sometimes wait before any member got in
+		}
+		g.wait()
+		if n := inside.Load(); n != 0 {
+			t.Fatalf("round %d: wait returned with %d members inside", round, n)
+		}
+		if g.add() {
+			t.Fatalf("round %d: a member got in after wait", round)
+		}
+		g.wait() // a second Close returns too
+		wg.Wait()
+	}
+	empty := newGoroutines()
+	done := make(chan struct{})
+	go func() { empty.wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeBound):
+		t.Fatal("wait on an empty set did not return")
+	}
 }
