@@ -302,6 +302,14 @@ func fabricProviders() ([]string, error) {
 	return out, nil
 }
 
+// parkTimers are the timers of waiters parked in progress, reused: a
+// timer made per park was an allocation per message received.
+var parkTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
 // Progress: polls of the completion queue after an event before the
 // progress goroutine blocks in it, and how long it blocks at a time (it
 // checks liveness and heartbeats between).
@@ -333,6 +341,13 @@ const (
 type fabricLink struct {
 	cfg Config
 	e   *C.rf_end
+	// splitDone is how much of a split inject went out (rf_inject_split
+	// resumes from it after a full queue). A field, not a local: a local
+	// whose address C gets escapes, an allocation per put. Only split puts
+	// (over shm, past its inject size of 4096) use it, and puts are made
+	// under the connection's tx lock, one at a time; signals, written from
+	// any goroutine, are 8 bytes.
+	splitDone C.size_t
 	// manualProgress: the provider moves data only when called
 	// (FI_PROGRESS_MANUAL, as libfabric 1.17's shm), so its blocking wait
 	// sees a completion only when it times out (progressHolding).
@@ -610,7 +625,9 @@ func (l *fabricLink) withEndpoint(f func() C.ssize_t) C.ssize_t {
 // write writes b, which lies in the tx image or the signal source, to
 // raddr with data, waiting while the provider's queue is full.
 func (l *fabricLink) write(b []byte, raddr, key, data uint64, closing bool) error {
-	var done C.size_t // of a split inject
+	if l.splitInject && len(b) > l.inject && !closing {
+		l.splitDone = 0 // a put: signals are smaller than shm's inject size
+	}
 	for {
 		ret := l.withEndpoint(func() C.ssize_t {
 			p := unsafe.Pointer(&b[0])
@@ -618,7 +635,7 @@ func (l *fabricLink) write(b []byte, raddr, key, data uint64, closing bool) erro
 				return C.rf_inject(l.e, p, C.size_t(len(b)), C.uint64_t(data), C.uint64_t(raddr), C.uint64_t(key))
 			}
 			if l.splitInject && len(b) <= l.inject*maxInjectSplit && !closing {
-				return C.rf_inject_split(l.e, (*C.char)(p), C.size_t(len(b)), C.size_t(l.inject), &done, C.uint64_t(data), C.uint64_t(raddr), C.uint64_t(key))
+				return C.rf_inject_split(l.e, (*C.char)(p), C.size_t(len(b)), C.size_t(l.inject), &l.splitDone, C.uint64_t(data), C.uint64_t(raddr), C.uint64_t(key))
 			}
 			cl := C.int(0)
 			if closing {
@@ -754,16 +771,19 @@ func (l *fabricLink) progress(ctx context.Context, cond func() bool) error {
 		if cond() {
 			return nil
 		}
-		t := time.NewTimer(fabricBlockMs * time.Millisecond)
+		t := parkTimers.Get().(*time.Timer)
+		t.Reset(fabricBlockMs * time.Millisecond)
 		select {
 		case <-l.local:
 		case <-t.C:
 		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
 		case <-l.stop:
 		}
-		t.Stop()
+		t.Stop() // since Go 1.23 no stale tick survives Stop: the timer can be reused
+		parkTimers.Put(t)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 }
 
@@ -925,6 +945,10 @@ func (l *fabricLink) run() {
 	// timeout: such a provider is polled between naps, as one with no wait.
 	canWait := C.rf_can_wait(l.e) != 0 && !l.manualProgress
 	lastBeat, lastSeen, heard := time.Now(), time.Now(), uint64(0)
+	// One timer for every nap: a new one each 100 us was garbage enough to
+	// bring the collector round every few milliseconds.
+	nap := time.NewTimer(time.Hour)
+	nap.Stop()
 	for {
 		select {
 		case <-l.stop:
@@ -957,11 +981,11 @@ func (l *fabricLink) run() {
 			}
 		}
 		if !progressed {
-			t := time.NewTimer(fabricNapWithoutFD)
+			nap.Reset(fabricNapWithoutFD)
 			select {
-			case <-t.C:
+			case <-nap.C:
 			case <-l.stop:
-				t.Stop()
+				nap.Stop()
 				return
 			}
 		}

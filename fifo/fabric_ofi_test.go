@@ -507,3 +507,49 @@ func TestFabricQueueSignalsAreHarmless(t *testing.T) {
 		}
 	}
 }
+
+// TestFabricRoundTripAllocatesNothing: a message over the fabric costs no
+// allocation on either end, the receiver parked on the queue and a put
+// split into injects (shm) or written whole included. A timer made per
+// park and a split's progress word escaping to the heap each cost one, and
+// together they brought the collector round every few milliseconds.
+func TestFabricRoundTripAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	a, b := fabricPair(t, Config{Cells: 1 << 12})
+	ctx, cancel := context.WithCancel(context.Background())
+	echoed := make(chan struct{})
+	defer func() { cancel(); b.Close(); a.Close(); <-echoed }()
+	go func() {
+		defer close(echoed)
+		buf := make([]byte, 0, 8192)
+		for {
+			p, err := a.Recv(ctx, buf[:0])
+			if err != nil {
+				return
+			}
+			if a.Send(ctx, p) != nil {
+				return
+			}
+		}
+	}()
+	for _, size := range []int{56, 5000} {
+		msg, buf := bytes.Repeat([]byte{'x'}, size), make([]byte, 0, 8192)
+		round := func() {
+			if err := b.Send(ctx, msg); err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.Recv(ctx, buf[:0])
+			if err != nil || len(got) != size {
+				t.Fatalf("echo of %d bytes: %d bytes, %v", size, len(got), err)
+			}
+		}
+		for range 100 {
+			round()
+		}
+		if n := testing.AllocsPerRun(500, round); n > 0 {
+			t.Errorf("a round trip of %d bytes allocates %.2f times", size, n)
+		}
+	}
+}
