@@ -76,9 +76,47 @@ func TestFabricRowInAnotherProcess(t *testing.T) {
 	if rows[0].Ratios[fabricP99] < 1 || rows[0].LatencyP99Ns[56] <= 0 {
 		t.Fatalf("the row's tail: %+v", rows[0])
 	}
+	if rows[0].Ratios[fabricFloorP99] < 1 || rows[0].FloorP99Ns[56] < rows[0].FloorP50Ns[56] || rows[0].FloorP50Ns[56] <= 0 {
+		t.Fatalf("the provider's floor beside the tail: %+v", rows[0])
+	}
 	var text bytes.Buffer
 	Write(&text, rows, "text")
-	if !strings.Contains(text.String(), "99th percentile") {
-		t.Errorf("the table does not print the tail:\n%s", text.String())
+	for _, want := range []string{"99th percentile", "The provider's floor"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the table does not print %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// TestFabricFloor runs the provider's floor, the fabric provider's puts
+// made in C, over the default provider and shm, and refuses what it cannot
+// measure with an error rather than a crash or a time of zero.
+func TestFabricFloor(t *testing.T) {
+	prov, err := benchFabricProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{prov, "shm"} {
+		samples, err := fabricFloor(p, 56, 2000)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if len(samples) != 2000 {
+			t.Fatalf("%s: %d samples for 2000 round trips", p, len(samples))
+		}
+		for i, s := range samples {
+			if s <= 0 || s > 10*time.Second {
+				t.Fatalf("%s: round trip %d took %v", p, i, s)
+			}
+		}
+	}
+	if _, err := fabricFloor("shm", 1<<20, 10); err == nil || !strings.Contains(err.Error(), "inject size") {
+		t.Errorf("a size past the inject size: %v", err)
+	}
+	if _, err := fabricFloor("no such provider", 56, 10); err == nil || !strings.Contains(err.Error(), "fi_getinfo") {
+		t.Errorf("an unknown provider: %v", err)
+	}
+	if _, err := fabricFloor("shm", 56, 0); err == nil {
+		t.Error("no round trips: no error")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,12 +24,16 @@ type Row struct {
 	LatencyNs map[int]float64 `json:"one_way_latency_ns,omitempty"`
 	// LatencyP50Ns and LatencyP99Ns are percentiles of the one-way latency,
 	// each round trip timed, where a row measures them (fifo/fabric at 56 B).
-	LatencyP50Ns map[int]float64    `json:"one_way_latency_p50_ns,omitempty"`
-	LatencyP99Ns map[int]float64    `json:"one_way_latency_p99_ns,omitempty"`
-	RateMps      map[int]float64    `json:"messages_per_second,omitempty"`
-	Bandwidth    map[int]float64    `json:"bytes_per_second,omitempty"`
-	Ratios       map[string]float64 `json:"ratios,omitempty"`
-	Err          string             `json:"error,omitempty"`
+	LatencyP50Ns map[int]float64 `json:"one_way_latency_p50_ns,omitempty"`
+	LatencyP99Ns map[int]float64 `json:"one_way_latency_p99_ns,omitempty"`
+	// FloorP50Ns and FloorP99Ns are the same percentiles of the fabric
+	// floor (fabricFloor) over the row's provider, beside the fifo/fabric row.
+	FloorP50Ns map[int]float64    `json:"floor_one_way_latency_p50_ns,omitempty"`
+	FloorP99Ns map[int]float64    `json:"floor_one_way_latency_p99_ns,omitempty"`
+	RateMps    map[int]float64    `json:"messages_per_second,omitempty"`
+	Bandwidth  map[int]float64    `json:"bytes_per_second,omitempty"`
+	Ratios     map[string]float64 `json:"ratios,omitempty"`
+	Err        string             `json:"error,omitempty"`
 }
 
 // FIFOTable measures every transport, the floors (a cache line, two rings
@@ -319,6 +324,11 @@ func Write(w io.Writer, rows []Row, format string) error {
 			if r.Ratios[fabricP99] > 0 {
 				fmt.Fprintf(w, "%s one-way latency at 56 B, each round trip timed: median %.2f us, 99th percentile %.2f us (%s the median).\n",
 					r.Transport, r.LatencyP50Ns[56]/1e3, r.LatencyP99Ns[56]/1e3, ratio(r, fabricP99))
+				if r.Ratios[fabricFloorP99] > 0 {
+					fmt.Fprintf(w, "The provider's floor, the same puts made in C by two threads of one process with no Go runtime between:\n")
+					fmt.Fprintf(w, "median %.2f us, 99th percentile %.2f us (%s the median): a tail above the floor's is the Go side's.\n",
+						r.FloorP50Ns[56]/1e3, r.FloorP99Ns[56]/1e3, ratio(r, fabricFloorP99))
+				}
 			}
 		}
 	})
@@ -371,8 +381,40 @@ const (
 	fabricLat1M = "latency1M_over_fi_pingpong"
 	fabricBW1M  = "bandwidth1M_over_fi_pingpong"
 	fabricP99   = "latency56_p99_over_median"
-	fabricMsg   = "_msg"
+	// fabricFloorP99 is the same ratio for the fabric floor in C.
+	fabricFloorP99 = "floor_latency56_p99_over_median"
+	fabricMsg      = "_msg"
 )
+
+// fabricFloorPercentiles measures the fabric floor (fabricFloor) over the
+// fifo/fabric row's provider for about d and returns the median and 99th
+// percentile of its one-way latency.
+func fabricFloorPercentiles(size int, d time.Duration) (p50, p99 time.Duration, err error) {
+	prov, err := benchFabricProvider()
+	if err != nil {
+		return 0, 0, err
+	}
+	// A round trip takes a few microseconds over shm and tens over tcp:
+	// a first short run says how many fill d.
+	probe, err := fabricFloor(prov, size, floorProbe)
+	if err != nil {
+		return 0, 0, err
+	}
+	var sum time.Duration
+	for _, s := range probe {
+		sum += 2 * s
+	}
+	iters := int(min(int64(d)*int64(floorProbe)/max(int64(sum), 1), maxSamples))
+	samples, err := fabricFloor(prov, size, max(iters, floorProbe))
+	if err != nil {
+		return 0, 0, err
+	}
+	slices.Sort(samples)
+	return samples[len(samples)/2], samples[len(samples)*99/100], nil
+}
+
+// floorProbe is the round trips of the fabric floor's first, sizing run.
+const floorProbe = 1000
 
 // fabricTail measures the fifo/fabric row's 56-byte latency distribution
 // and keeps its 99th percentile over its median (the issue bounds it at 10).
@@ -394,6 +436,12 @@ func fabricTail(rows []Row, d time.Duration, progress func(string)) {
 			rows[i].Ratios[fabricP99] = float64(p99) / float64(p50)
 			rows[i].LatencyP50Ns = map[int]float64{56: float64(p50.Nanoseconds())}
 			rows[i].LatencyP99Ns = map[int]float64{56: float64(p99.Nanoseconds())}
+			progress(t.Name + " libfabric floor in C, 56 B")
+			if p50, p99, err := fabricFloorPercentiles(56, d); err == nil {
+				rows[i].Ratios[fabricFloorP99] = float64(p99) / float64(p50)
+				rows[i].FloorP50Ns = map[int]float64{56: float64(p50.Nanoseconds())}
+				rows[i].FloorP99Ns = map[int]float64{56: float64(p99.Nanoseconds())}
+			}
 		}
 	}
 }
