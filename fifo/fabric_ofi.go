@@ -315,6 +315,9 @@ var parkTimers = sync.Pool{New: func() any {
 // checks liveness and heartbeats between).
 const (
 	fabricSpin = 2000
+	// fabricYieldPolls: polls between yields to the scheduler, counted
+	// across waits (progressHolding): some 10-20 us of polling.
+	fabricYieldPolls = 64
 	// fabricWatchSpin: looks at the ring, and tries for the role, after a
 	// waiter has cut the progress goroutine's blocking wait short.
 	fabricWatchSpin = 2000
@@ -341,6 +344,9 @@ const (
 type fabricLink struct {
 	cfg Config
 	e   *C.rf_end
+	// sinceYield counts polls since the role's holder last yielded to the
+	// scheduler (progressHolding); only the holder of the role touches it.
+	sinceYield int
 	// splitDone is how much of a split inject went out (rf_inject_split
 	// resumes from it after a full queue). A field, not a local: a local
 	// whose address C gets escapes, an allocation per put. Only split puts
@@ -798,10 +804,19 @@ func (l *fabricLink) progressHolding(ctx context.Context, cond func() bool) erro
 		if err := l.failed(); err != nil {
 			return err
 		}
-		if i&63 == 63 {
+		// Counted across holds, as most end within a few polls: a goroutine
+		// that only ever polls through cgo never enters the scheduler, and
+		// the runtime's monitor, taking it for one running without a break,
+		// preempts it every 10 ms and then wakes every 20 us for a while.
+		// On two processors its wake-ups took a spinner's processor and
+		// stalled the thread leaving its cgo call: 1% of round trips over
+		// shm took 20-40 us.
+		if l.sinceYield++; l.sinceYield >= fabricYieldPolls {
+			l.sinceYield = 0
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			runtime.Gosched()
 		}
 	}
 	if l.manualProgress {
