@@ -318,6 +318,10 @@ const (
 	// fabricYieldPolls: polls between yields to the scheduler, counted
 	// across waits (progressHolding): some 10-20 us of polling.
 	fabricYieldPolls = 64
+	// fabricCopyChunk: a large message is copied into its rendezvous slot
+	// this much at a time, the queue read between (bulkPut): a few
+	// microseconds of copying.
+	fabricCopyChunk = 64 << 10
 	// fabricWatchSpin: looks at the ring, and tries for the role, after a
 	// waiter has cut the progress goroutine's blocking wait short.
 	fabricWatchSpin = 2000
@@ -670,13 +674,22 @@ func (l *fabricLink) write(b []byte, raddr, key, data uint64, closing bool) erro
 // nudge makes progress once if no one else is, so that a full queue
 // drains; else it yields to whoever is.
 func (l *fabricLink) nudge() {
-	select {
-	case l.role <- struct{}{}:
-		l.poll(-1)
-		<-l.role
-	default:
+	if !l.progressIfFree() {
 		runtime.Gosched()
 	}
+}
+
+// progressIfFree reads the queue once if no one holds the progress role,
+// and reports whether it did.
+func (l *fabricLink) progressIfFree() bool {
+	select {
+	case l.role <- struct{}{}:
+	default:
+		return false
+	}
+	l.poll(-1)
+	<-l.role
+	return true
 }
 
 func (l *fabricLink) signal(kind, arg uint32) error {
@@ -891,7 +904,18 @@ func (l *fabricLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	copy(l.bulk[slot*l.cfg.MaxMessage:], p)
+	// In chunks, reading the queue between them: over libfabric's shm an
+	// RMA read completes only as its target makes progress, and the peer
+	// may be reading this end's other slot meanwhile. Copied at once, a
+	// megabyte held the peer's read up for the whole copy.
+	dst := l.bulk[slot*l.cfg.MaxMessage:]
+	for off := 0; off < len(p); off += fabricCopyChunk {
+		end := min(off+fabricCopyChunk, len(p))
+		copy(dst[off:end], p[off:end])
+		if end < len(p) {
+			l.progressIfFree()
+		}
+	}
 	return uint32(slot), nil
 }
 
