@@ -302,6 +302,11 @@ func fabricProviders() ([]string, error) {
 	return out, nil
 }
 
+// fabricParkWait bounds a waiter's park in progress, after which it looks
+// again whether someone reads the queue for it; a variable so that a test
+// can make a missed wake-up take a minute instead of milliseconds.
+var fabricParkWait = fabricBlockMs * time.Millisecond
+
 // parkTimers are the timers of waiters parked in progress, reused: a
 // timer made per park was an allocation per message received.
 var parkTimers = sync.Pool{New: func() any {
@@ -688,8 +693,19 @@ func (l *fabricLink) progressIfFree() bool {
 		return false
 	}
 	l.poll(-1)
-	<-l.role
+	l.releaseRole()
 	return true
+}
+
+// releaseRole gives the progress role up, waking a waiter that may have
+// parked because it found the role taken: nobody else reads the queue
+// for it meanwhile (the progress goroutine leaves that to waiters), and
+// its park would last fabricParkWait.
+func (l *fabricLink) releaseRole() {
+	<-l.role
+	if l.waiters.Load() > 0 {
+		l.wakeSelf()
+	}
 }
 
 func (l *fabricLink) signal(kind, arg uint32) error {
@@ -782,8 +798,7 @@ func (l *fabricLink) progress(ctx context.Context, cond func() bool) error {
 		}
 		if took {
 			err := l.progressHolding(ctx, cond)
-			<-l.role
-			l.wakeSelf() // another waiter may take the role
+			l.releaseRole() // another waiter may take it
 			return err
 		}
 		l.sleeping.Store(true)
@@ -791,7 +806,7 @@ func (l *fabricLink) progress(ctx context.Context, cond func() bool) error {
 			return nil
 		}
 		t := parkTimers.Get().(*time.Timer)
-		t.Reset(fabricBlockMs * time.Millisecond)
+		t.Reset(fabricParkWait)
 		select {
 		case <-l.local:
 		case <-t.C:
@@ -847,7 +862,12 @@ func (l *fabricLink) progressHolding(ctx context.Context, cond func() bool) erro
 // poll reads the queue once, waiting up to timeout ms for a completion
 // (not at all if negative), and applies what it read (holding the role).
 func (l *fabricLink) poll(timeout C.int) int {
-	n := C.rf_poll(l.e, timeout)
+	// Under ops: an exclusive end's Close does not wait for its running
+	// calls, and closes the endpoint (release) while one may poll it.
+	var n C.ssize_t
+	if l.withEndpoint(func() C.ssize_t { n = C.rf_poll(l.e, timeout); return 0 }) != 0 {
+		return 0 // closed: the caller sees it in failed
+	}
 	switch {
 	case n > 0:
 		l.apply(int(n))

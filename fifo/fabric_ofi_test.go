@@ -553,3 +553,66 @@ func TestFabricRoundTripAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestFabricExclusiveCloseDuringLargeSend closes an exclusive end while a
+// large Send copies its message into the rendezvous slot, reading the
+// queue between chunks, with its peer already gone (so Close waits for
+// nothing). Close does not wait for an exclusive end's running calls and
+// closes the endpoint: a poll of it after that crashed the process.
+func TestFabricExclusiveCloseDuringLargeSend(t *testing.T) {
+	const size = 64 << 20
+	msg := make([]byte, size)
+	for round := 0; round < 3; round++ {
+		a, b := fabricPair(t, Config{Cells: 64, MaxMessage: size, Exclusive: true})
+		b.l.(*fabricLink).setDead(ErrPeerDead)
+		done := make(chan error, 1)
+		go func() { done <- b.Send(context.Background(), msg) }()
+		time.Sleep(time.Duration(round+1) * 100 * time.Microsecond)
+		b.Close()
+		if err := <-done; err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrPeerDead) {
+			t.Fatalf("round %d: Send during Close: %v", round, err)
+		}
+		a.Close()
+	}
+}
+
+// TestFabricReleasedRoleWakesParkedWaiter: a receiver that finds the
+// progress role taken parks; whoever gives the role up must wake it, as
+// nobody else reads the queue for it meanwhile. A large Send's copy takes
+// the role between chunks (progressIfFree) and once gave it up without a
+// wake-up: the receiver's next message waited out its park. The park is
+// made a minute long here, so a missed wake-up fails the test rather than
+// costing milliseconds.
+func TestFabricReleasedRoleWakesParkedWaiter(t *testing.T) {
+	defer func(w time.Duration) { fabricParkWait = w }(fabricParkWait)
+	fabricParkWait = time.Minute
+	a, b := fabricPair(t, Config{Cells: 64})
+	defer a.Close()
+	defer b.Close()
+	l := b.l.(*fabricLink)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		l.role <- struct{}{} // taken, as between the chunks of a copy
+		got := make(chan error, 1)
+		go func() {
+			_, err := b.Recv(ctx, nil)
+			got <- err
+		}()
+		for l.waiters.Load() == 0 || !l.sleeping.Load() {
+			time.Sleep(100 * time.Microsecond) // until the receiver parks
+		}
+		l.releaseRole()
+		if err := a.Send(ctx, []byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the receiver stayed parked after the role was given up", i)
+		}
+	}
+}

@@ -42,12 +42,15 @@ typedef struct {
 	char why[256];
 } ff_run;
 
+// ff_fail records the run's first failure; both threads may fail at once.
 static void ff_fail(ff_run *r, const char *what, int ret) {
-	if (!r->err) {
-		r->err = ret ? ret : -FI_EOTHER;
+	int none = 0;
+	if (__atomic_compare_exchange_n(&r->err, &none, ret ? ret : -FI_EOTHER, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
 		snprintf(r->why, sizeof r->why, "%s: %s", what, fi_strerror(ret < 0 ? -ret : ret));
 	}
 }
+
+static int ff_failed(ff_run *r) { return __atomic_load_n(&r->err, __ATOMIC_SEQ_CST); }
 
 static int ff_open(ff_run *r, ff_end *e, const char *prov) {
 	struct fi_info *h = fi_allocinfo();
@@ -120,7 +123,7 @@ static int ff_wait(ff_run *r, ff_end *e) {
 		ssize_t n = fi_cq_read(e->cq, &ent, 1);
 		if (n == 1) return 0;
 		if (n != -FI_EAGAIN) { ff_fail(r, "fi_cq_read", (int)n); return -1; }
-		if (__atomic_load_n(&r->err, __ATOMIC_RELAXED)) return -1;
+		if (ff_failed(r)) return -1; // the other thread failed
 	}
 }
 
@@ -129,6 +132,7 @@ static int ff_put(ff_run *r, ff_end *e) {
 		ssize_t ret = fi_inject_writedata(e->ep, e->buf, r->size, 1, e->peer, e->raddr, e->rkey);
 		if (ret == 0) return 0;
 		if (ret != -FI_EAGAIN) { ff_fail(r, "fi_inject_writedata", (int)ret); return -1; }
+		if (ff_failed(r)) return -1; // the other thread failed: no one drains the queue
 		struct fi_cq_data_entry ent;
 		fi_cq_read(e->cq, &ent, 0); // progress, for providers that move data only when called
 	}
@@ -161,13 +165,13 @@ static int ff_pingpong(const char *prov, size_t size, int iters, int64_t *ns, ch
 	pthread_t echo;
 	int started = !r->err && pthread_create(&echo, NULL, ff_echo, r) == 0;
 	if (!r->err && !started) ff_fail(r, "pthread_create", -FI_EOTHER);
-	for (int i = 0; !r->err && i < iters; i++) {
+	for (int i = 0; !ff_failed(r) && i < iters; i++) {
 		int64_t t0 = ff_now();
 		if (ff_put(r, &r->end[0]) || ff_wait(r, &r->end[0])) break;
 		ns[i] = ff_now() - t0;
 	}
 	if (started) pthread_join(echo, NULL);
-	int err = r->err;
+	int err = ff_failed(r);
 	snprintf(why, whylen, "%s", r->why);
 	ff_close(&r->end[0]);
 	ff_close(&r->end[1]);

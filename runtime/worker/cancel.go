@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -49,6 +50,17 @@ func (s *ctxSlab) next() *callCtx {
 // monoEpoch is the origin of call contexts' deadlines (callCtx.due).
 var monoEpoch = time.Now()
 
+// dueAfter is the due time of a deadline timeout from now, saturating:
+// a caller whose deadline is centuries away (time.Until saturates at the
+// largest Duration), or a peer that says so, must not wrap to the past.
+func dueAfter(timeout time.Duration) time.Duration {
+	now := time.Since(monoEpoch)
+	if timeout > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + timeout
+}
+
 // callKey names a call a peer made: its worker and its call id. The
 // worker is widened to 64 bits so that the key is 16 bytes with no padding,
 // which the map hashes in one pass: a call looks its key up three times.
@@ -84,7 +96,9 @@ func (c *callCtx) Deadline() (time.Time, bool) {
 	if c.due == 0 {
 		return pd, pok
 	}
-	if deadline := monoEpoch.Add(c.due); !pok || !pd.Before(deadline) {
+	// From the wall clock now, not monoEpoch's: the wall clock may have
+	// been set since the process began.
+	if deadline := time.Now().Add(c.due - time.Since(monoEpoch)); !pok || !pd.Before(deadline) {
 		return deadline, true
 	}
 	return pd, pok
@@ -165,7 +179,7 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 		}
 		c := w.ctxSlab.next()
 		if run.Timeout > 0 {
-			c.due = time.Since(monoEpoch) + run.Timeout
+			c.due = dueAfter(run.Timeout)
 		}
 		if run.Cancelled {
 			c.err = context.Canceled

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,26 @@ func TestCallDeadlineIsTheCallersTimeLeft(t *testing.T) {
 	defer lcancel()
 	if d, ok := w.callContext(lparent, run).Deadline(); !ok || !d.Before(late) {
 		t.Fatalf("a parent due later does not move the call's deadline: %v, %v", d, ok)
+	}
+}
+
+// TestCallDeadlineFarAwayDoesNotWrap: a time left at the largest Duration
+// (a caller's deadline centuries away: time.Until saturates there, or a
+// peer that says so) is a deadline far away, not one past: the call runs.
+func TestCallDeadlineFarAwayDoesNotWrap(t *testing.T) {
+	w := &Worker{calling: map[callKey]*callCtx{}}
+	run := core.Run{Kind: core.RunCall, From: 2, CallID: 1, Timeout: math.MaxInt64}
+	w.trackCalls(&core.Ready{Runs: []core.Run{run}})
+	ctx := w.callContext(context.Background(), run)
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("a deadline centuries away: %v", err)
+	}
+	if d, ok := ctx.Deadline(); !ok || !d.After(time.Now().Add(100*365*24*time.Hour)) {
+		t.Fatalf("deadline %v, %v; want centuries away", d, ok)
+	}
+	select {
+	case <-ctx.Done():
+		t.Fatal("done at once")
+	case <-time.After(10 * time.Millisecond):
 	}
 }
