@@ -70,6 +70,12 @@ import (
 // A receiver that comes to wait meanwhile reads the queue itself: it ends
 // the goroutine's blocking wait (fi_cq_signal) and takes over, since a
 // message that ended the wait would reach it only after two wake-ups.
+// Whoever reads the queue yields to Go's scheduler every few dozen polls:
+// a goroutine that only polls through cgo looks to the runtime's monitor
+// like one that never stops, and the monitor's wake-ups then cost a
+// spinning end its processor. A large message is copied into its slot in
+// chunks, the queue read between them, because over shm the peer's read
+// of an earlier slot completes only as this end makes progress.
 // It sends a heartbeat every Config.Heartbeat; a peer whose signals stop
 // for Config.DeadAfter is dead.
 
