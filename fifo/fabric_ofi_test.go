@@ -599,7 +599,10 @@ func TestFabricReleasedRoleWakesParkedWaiter(t *testing.T) {
 			_, err := b.Recv(ctx, nil)
 			got <- err
 		}()
-		for l.waiters.Load() == 0 || !l.sleeping.Load() {
+		for parkBy := time.Now().Add(10 * time.Second); l.waiters.Load() == 0 || !l.sleeping.Load(); {
+			if time.Now().After(parkBy) {
+				t.Fatalf("round %d: the receiver never parked", i)
+			}
 			time.Sleep(100 * time.Microsecond) // until the receiver parks
 		}
 		l.releaseRole()
