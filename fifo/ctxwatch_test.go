@@ -134,19 +134,7 @@ func TestTCPWaitingReceiveAllocatesNothing(t *testing.T) {
 	defer b.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The peer echoes every message back.
-	go func() {
-		buf := make([]byte, 0, 64)
-		for {
-			p, err := a.Recv(ctx, buf[:0])
-			if err != nil {
-				return
-			}
-			if a.Send(ctx, p) != nil {
-				return
-			}
-		}
-	}()
+	go echoBack(ctx, a, 64) // the peer echoes every message back
 	msg, buf := []byte("ping"), make([]byte, 0, 64)
 	round := func() {
 		if err := b.Send(ctx, msg); err != nil {
@@ -186,4 +174,16 @@ func TestTCPWatchAcrossAResume(t *testing.T) {
 	second, cancelSecond := context.WithCancel(context.Background())
 	defer cancelSecond()
 	sendAndReceive(t, accepted, dialed, second, 20*time.Millisecond, "three", "receive under another context after the resume")
+}
+
+// echoBack sends every message c receives back, into a buffer of bufCap
+// reused (so that it allocates nothing), until a receive or send fails.
+func echoBack(ctx context.Context, c *Conn, bufCap int) {
+	buf := make([]byte, 0, bufCap)
+	for {
+		p, err := c.Recv(ctx, buf[:0])
+		if err != nil || c.Send(ctx, p) != nil {
+			return
+		}
+	}
 }

@@ -523,16 +523,7 @@ func TestFabricRoundTripAllocatesNothing(t *testing.T) {
 	defer func() { cancel(); b.Close(); a.Close(); <-echoed }()
 	go func() {
 		defer close(echoed)
-		buf := make([]byte, 0, 8192)
-		for {
-			p, err := a.Recv(ctx, buf[:0])
-			if err != nil {
-				return
-			}
-			if a.Send(ctx, p) != nil {
-				return
-			}
-		}
+		echoBack(ctx, a, 8192)
 	}()
 	for _, size := range []int{56, 5000} {
 		msg, buf := bytes.Repeat([]byte{'x'}, size), make([]byte, 0, 8192)
