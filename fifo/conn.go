@@ -180,9 +180,14 @@ type Conn struct {
 	l   link
 	cfg Config
 
-	txMu      sync.Mutex
-	txPos     uint64
-	txSeq     uint32
+	txMu  sync.Mutex
+	txPos uint64
+	txSeq uint32
+	// reserved is the ring cells set aside for the requests of large
+	// messages whose payloads are being exposed (under txMu, or the
+	// exclusive sender's): no other message may take them, so a request
+	// never waits for the ring once its payload is out.
+	reserved  uint64
 	peerCred  atomic.Uint64 // piggybacked consumption of our tx ring
 	creditLog atomic.Uint64 // credit stalls, for metrics
 	parks     atomic.Uint64 // receivers that parked, for metrics
@@ -311,26 +316,22 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	}
 	kind := uint8(kindData)
 	if len(p) > c.cfg.EagerLimit {
-		// Rendezvous: expose the payload first, outside the ring lock, so
-		// small messages keep flowing while it is copied; under inUse, as
-		// Close unmaps a shared end's slots only once it holds that.
-		c.holdRing()
-		if p := c.broken.Load(); p != nil {
-			c.releaseRing()
-			return *p
-		}
-		slot, err := c.l.bulkPut(ctx, p)
-		c.releaseRing()
+		slot, err := c.expose(ctx, func(ctx context.Context) (uint32, error) { return c.l.bulkPut(ctx, p) })
 		if err != nil {
 			return err
 		}
-		c.lockTx()
 		binary.LittleEndian.PutUint32(c.rdvBuf[0:], slot)
 		binary.LittleEndian.PutUint32(c.rdvBuf[4:], uint32(len(p)))
 		p, kind = c.rdvBuf[:], kindRdv
 	} else {
 		c.lockTx()
 	}
+	return c.sendAndUnlock(ctx, kind, p)
+}
+
+// sendAndUnlock places a message (holding the tx lock), releases the lock
+// and pushes the message out.
+func (c *Conn) sendAndUnlock(ctx context.Context, kind uint8, p []byte) error {
 	err := c.sendLocked(ctx, kind, p)
 	c.unlockTx()
 	if err != nil {
@@ -345,6 +346,131 @@ func (c *Conn) Send(ctx context.Context, p []byte) error {
 	return nil
 }
 
+// SendFunc sends a message of n bytes that fill writes in place, for a
+// sender that produces its message rather than holds it. Over shared
+// memory and the fabric, a message above Config.EagerLimit is written
+// straight into the rendezvous slot the peer reads it from, sparing the
+// copy Send makes there (for a megabyte over libfabric's tcp, a third of
+// the sender's work). p has length n and holds whatever its memory held
+// before: fill must write all of it. p is valid only until fill returns;
+// fill must not send on or close this connection (Close waits for it).
+// If fill fails, nothing is sent and its error is returned.
+func (c *Conn) SendFunc(ctx context.Context, n int, fill func(p []byte) error) error {
+	if n < 0 {
+		return fmt.Errorf("fifo: SendFunc of %d bytes: a size is never negative", n)
+	}
+	if n > c.cfg.MaxMessage {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, c.cfg.MaxMessage)
+	}
+	cl, claims := c.l.(claimer)
+	if n <= c.cfg.EagerLimit || !claims {
+		return c.sendFilled(ctx, n, fill)
+	}
+	if p := c.broken.Load(); p != nil {
+		return *p
+	}
+	slot, err := c.expose(ctx, func(ctx context.Context) (uint32, error) {
+		slot, p, err := cl.bulkClaim(ctx, n)
+		if err != nil {
+			return 0, err
+		}
+		filled := false
+		defer func() {
+			if !filled { // fill failed or panicked: nothing was sent
+				cl.bulkAbort(slot)
+			}
+		}()
+		if err := fill(p); err != nil {
+			return 0, err
+		}
+		filled = true
+		return slot, nil
+	})
+	if err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint32(c.rdvBuf[0:], slot)
+	binary.LittleEndian.PutUint32(c.rdvBuf[4:], uint32(n))
+	return c.sendAndUnlock(ctx, kindRdv, c.rdvBuf[:])
+}
+
+// sendFilled is SendFunc through Send: fill writes into a buffer of the
+// package's, which Send copies.
+func (c *Conn) sendFilled(ctx context.Context, n int, fill func(p []byte) error) error {
+	bp := fillBufs.Get().(*[]byte)
+	defer fillBufs.Put(bp)
+	if cap(*bp) < n {
+		*bp = make([]byte, n)
+	}
+	p := (*bp)[:n]
+	if err := fill(p); err != nil {
+		return err
+	}
+	return c.Send(ctx, p)
+}
+
+// fillBufs are sendFilled's buffers.
+var fillBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// claimer is a link whose rendezvous slots the sender can write in place
+// (SendFunc): bulkClaim takes a free slot and returns its first n bytes,
+// which bulkAbort gives back unsent.
+type claimer interface {
+	bulkClaim(ctx context.Context, n int) (uint32, []byte, error)
+	bulkAbort(slot uint32)
+}
+
+// rdvCells is the ring cells of a rendezvous request (its slot and size, 8
+// bytes, beside the header): one, which never needs a pad.
+const rdvCells = 1
+
+// expose is the first half of a large message: it reserves the ring cell
+// of the message's request, then exposes the payload with put (the
+// rendezvous channel), outside the ring lock so that small messages keep
+// flowing meanwhile, and under inUse, as Close unmaps a shared end's slots
+// only once it holds that. It returns holding the tx lock, the cell
+// reserved no more, so that the request is put at once; on error it holds
+// nothing and nothing was exposed. Before the reservation, a Send whose
+// context ended while it waited for the ring, after put, left its slot
+// out for good: with every slot out, no large message went again.
+func (c *Conn) expose(ctx context.Context, put func(context.Context) (uint32, error)) (uint32, error) {
+	c.lockTx()
+	if err := c.waitCredits(ctx, rdvCells, c.cells); err != nil {
+		c.unlockTx()
+		return 0, err
+	}
+	c.reserved += rdvCells
+	c.unlockTx()
+	held := false
+	defer func() {
+		if !held { // put panicked (SendFunc's fill): the cell goes back all the same
+			c.lockTx()
+			c.reserved -= rdvCells
+			c.unlockTx()
+		}
+	}()
+	slot, err := c.exposeHeld(ctx, put)
+	c.lockTx()
+	c.reserved -= rdvCells
+	held = true
+	if err != nil {
+		c.unlockTx()
+		return 0, err
+	}
+	return slot, nil
+}
+
+// exposeHeld runs put holding the ring against Close, which it releases
+// even if put panics.
+func (c *Conn) exposeHeld(ctx context.Context, put func(context.Context) (uint32, error)) (uint32, error) {
+	c.holdRing()
+	defer c.releaseRing()
+	if p := c.broken.Load(); p != nil {
+		return 0, *p
+	}
+	return put(ctx)
+}
+
 // sendCell is Send for a shared-memory end and a message that fits in its
 // header's cell (an immediate put), under the tx lock unless the end is
 // exclusive: with a credit in hand and the link up, it puts p with no wait
@@ -357,7 +483,7 @@ func (c *Conn) sendCell(p []byte) bool {
 	if c.broken.Load() != nil || l.failed() != nil {
 		return false
 	}
-	if c.cells-(c.txPos-c.consumedGiven(l.txConsumed())) < 1 { // a direct call, not through the interface
+	if c.cells-(c.txPos-c.consumedGiven(l.txConsumed()))-c.reserved < 1 { // a direct call, not through the interface
 		return false
 	}
 	// One cell never needs a pad: it cannot run past the ring's end. The
@@ -481,7 +607,7 @@ func (c *Conn) TrySend(p []byte) (bool, error) {
 	if off := c.txPos & (c.cells - 1); off+need > c.cells {
 		pad = c.cells - off
 	}
-	if c.cells-(c.txPos-c.consumedKnown()) < need+pad {
+	if c.cells-(c.txPos-c.consumedKnown())-c.reserved < need+pad {
 		c.unlockTx()
 		return false, nil
 	}
@@ -532,16 +658,17 @@ func (c *Conn) sendLocked(ctx context.Context, kind uint8, p []byte) error {
 	return nil
 }
 
-// waitCredits blocks until n cells are free, honouring ctx and the peer's death.
+// waitCredits blocks until n cells are free beside those reserved,
+// honouring ctx and the peer's death.
 func (c *Conn) waitCredits(ctx context.Context, n, cells uint64) error {
-	if cells-(c.txPos-c.consumedKnown()) >= n {
+	if cells-(c.txPos-c.consumedKnown())-c.reserved >= n {
 		return nil
 	}
 	c.creditLog.Add(1)
 	if err := c.l.flushTx(); err != nil {
 		return c.flushFailed(err)
 	}
-	if err := c.l.waitTx(ctx, func() bool { return cells-(c.txPos-c.consumedKnown()) >= n }); err != nil {
+	if err := c.l.waitTx(ctx, func() bool { return cells-(c.txPos-c.consumedKnown())-c.reserved >= n }); err != nil {
 		return err
 	}
 	// The wait also ends when the peer closes (it will free nothing more):

@@ -911,6 +911,25 @@ func (l *fabricLink) progressUntil(ctx context.Context, cond0 func() bool, check
 }
 
 func (l *fabricLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
+	slot, dst, err := l.bulkClaim(ctx, len(p))
+	if err != nil {
+		return 0, err
+	}
+	// In chunks, reading the queue between them: over libfabric's shm an
+	// RMA read completes only as its target makes progress, and the peer
+	// may be reading this end's other slot meanwhile. Copied at once, a
+	// megabyte held the peer's read up for the whole copy.
+	for off := 0; off < len(p); off += fabricCopyChunk {
+		end := min(off+fabricCopyChunk, len(p))
+		copy(dst[off:end], p[off:end])
+		if end < len(p) {
+			l.progressIfFree()
+		}
+	}
+	return slot, nil
+}
+
+func (l *fabricLink) bulkClaim(ctx context.Context, n int) (uint32, []byte, error) {
 	slot := -1
 	err := l.progressUntil(ctx, func() bool {
 		for s := range l.slots {
@@ -922,22 +941,13 @@ func (l *fabricLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 		return false
 	}, l.failed)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	// In chunks, reading the queue between them: over libfabric's shm an
-	// RMA read completes only as its target makes progress, and the peer
-	// may be reading this end's other slot meanwhile. Copied at once, a
-	// megabyte held the peer's read up for the whole copy.
-	dst := l.bulk[slot*l.cfg.MaxMessage:]
-	for off := 0; off < len(p); off += fabricCopyChunk {
-		end := min(off+fabricCopyChunk, len(p))
-		copy(dst[off:end], p[off:end])
-		if end < len(p) {
-			l.progressIfFree()
-		}
-	}
-	return uint32(slot), nil
+	start := slot * l.cfg.MaxMessage
+	return uint32(slot), l.bulk[start : start+n : start+n], nil
 }
+
+func (l *fabricLink) bulkAbort(slot uint32) { l.slots[slot].Store(0) }
 
 // bulkView reads the payload from the peer's slot (an RMA read) and returns
 // it in place.

@@ -24,6 +24,13 @@ var fabricProvider = os.Getenv("RREF_FABRIC_PROVIDER")
 
 func init() {
 	providers["fabric"] = fabricPair
+	builtin := slotMemory
+	slotMemory = func(l link) []byte {
+		if fl, ok := l.(*fabricLink); ok {
+			return fl.bulk
+		}
+		return builtin(l)
+	}
 }
 
 func fabricPair(t testing.TB, cfg Config) (*Conn, *Conn) {

@@ -245,6 +245,15 @@ func (l *memLink) waitTx(ctx context.Context, cond func() bool) error {
 }
 
 func (l *memLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
+	slot, dst, err := l.bulkClaim(ctx, len(p))
+	if err != nil {
+		return 0, err
+	}
+	copy(dst, p)
+	return slot, nil
+}
+
+func (l *memLink) bulkClaim(ctx context.Context, n int) (uint32, []byte, error) {
 	slot := -1
 	err := backoff(ctx, l.cfg.Spin, func() bool {
 		for s := 0; s < l.txb.slots; s++ {
@@ -256,11 +265,13 @@ func (l *memLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 		return false
 	}, l.checkPeer)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	copy(l.txb.data[slot*l.txb.slotSize:], p)
-	return uint32(slot), nil
+	start := slot * l.txb.slotSize
+	return uint32(slot), l.txb.data[start : start+n : start+n], nil
 }
+
+func (l *memLink) bulkAbort(slot uint32) { atomic.StoreUint32(l.txb.state(int(slot)), 0) }
 
 func (l *memLink) bulkView(slot uint32, n uint32) ([]byte, error) {
 	if int(slot) >= l.rxb.slots || int(n) > l.rxb.slotSize {

@@ -709,9 +709,10 @@ func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 		if off+bulkChunk >= len(p) {
 			return id, nil
 		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
+		// Not ctx: a payload is not abandoned once it has begun to leave
+		// (its slot would stay out, half of it held at the peer). Its
+		// chunks leave as fast as the peer's reader takes them, whatever
+		// its receivers do.
 	}
 }
 
