@@ -26,6 +26,35 @@ type inPlace interface {
 	RecvFunc(ctx context.Context, fn func(p []byte) error) error
 }
 
+// inPlaceSend is implemented by ends that let the sender write a message
+// where the peer reads it (fifo's SendFunc).
+type inPlaceSend interface {
+	SendFunc(ctx context.Context, n int, fill func(p []byte) error) error
+}
+
+// inPlaceFrom is the size from which a stream moves its messages in place
+// where the ends can (bulk transfers: a user moving megabytes would, as
+// fi_pingpong sends from and receives into its registered buffers).
+const inPlaceFrom = 64 << 10
+
+// streamSender sends a stream's messages of one size: in place from
+// inPlaceFrom where the end can, the producer writing only a sequence
+// number into each, else with Send from one buffer.
+func streamSender(e end, size int) func(ctx context.Context) error {
+	msg := make([]byte, size)
+	ip, ok := e.(inPlaceSend)
+	if !ok || size < inPlaceFrom {
+		return func(ctx context.Context) error { return e.Send(ctx, msg) }
+	}
+	seq := uint64(0)
+	stamp := func(p []byte) error {
+		seq++
+		binary.LittleEndian.PutUint64(p, seq)
+		return nil
+	}
+	return func(ctx context.Context) error { return ip.SendFunc(ctx, size, stamp) }
+}
+
 // end is one side of a measured transport.
 type end interface {
 	Send(ctx context.Context, p []byte) error
@@ -393,9 +422,9 @@ func (r *rig) stream(size int, d time.Duration) (float64, float64, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		msg := make([]byte, size)
+		send := streamSender(a, size)
 		for !stopped.Load() {
-			if a.Send(ctx, msg) != nil {
+			if send(ctx) != nil {
 				return
 			}
 		}
@@ -422,10 +451,10 @@ func receiveAll(ctx context.Context, b end, size int, every64 func()) (int64, er
 	var buf []byte
 	var err error
 	got := int64(0)
-	// Ends that can read in place do so for bulk transfers (a user moving
-	// megabytes would); every peer here copies into the caller's buffer.
+	// Ends that can read in place do so for bulk transfers (inPlaceFrom);
+	// every peer here copies into the caller's buffer.
 	ip, zeroCopy := b.(inPlace)
-	zeroCopy = zeroCopy && size >= 64<<10
+	zeroCopy = zeroCopy && size >= inPlaceFrom
 	var n int
 	count := func(p []byte) error { n = len(p); return nil }
 	for {

@@ -384,7 +384,7 @@ func serveFIFO(spec string) {
 		case len(buf) == 13 && buf[0] == cmdStream:
 			size := int(binary.LittleEndian.Uint32(buf[1:]))
 			d := time.Duration(binary.LittleEndian.Uint64(buf[5:]))
-			err = sendFor(ctx, c, make([]byte, size), d)
+			err = sendFor(ctx, c, streamSender(c, size), d)
 		default:
 			fmt.Fprintf(os.Stderr, "bench fifo peer: unknown command %q\n", buf)
 			return
@@ -395,11 +395,11 @@ func serveFIFO(spec string) {
 	}
 }
 
-// sendFor sends msg for about d, then an empty message.
-func sendFor(ctx context.Context, c end, msg []byte, d time.Duration) error {
+// sendFor sends messages with send for about d, then an empty message.
+func sendFor(ctx context.Context, c end, send func(context.Context) error, d time.Duration) error {
 	start := time.Now()
 	for n := 1; ; n++ {
-		if err := c.Send(ctx, msg); err != nil {
+		if err := send(ctx); err != nil {
 			return err
 		}
 		if n%64 == 0 && time.Since(start) > d {
