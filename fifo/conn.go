@@ -183,11 +183,13 @@ type Conn struct {
 	txMu  sync.Mutex
 	txPos uint64
 	txSeq uint32
-	// reserved is the ring cells set aside for the requests of large
-	// messages whose payloads are being exposed (under txMu, or the
-	// exclusive sender's): no other message may take them, so a request
-	// never waits for the ring once its payload is out.
+	// reserved is the ring cell set aside for the request of the large
+	// message whose payload is being exposed (under txMu, or the
+	// exclusive sender's): no other message may take it, so a request
+	// never waits for the ring once its payload is out. rdvTurn is held
+	// by that message's sender: one is exposed at a time (expose).
 	reserved  uint64
+	rdvTurn   chan struct{}
 	peerCred  atomic.Uint64 // piggybacked consumption of our tx ring
 	creditLog atomic.Uint64 // credit stalls, for metrics
 	parks     atomic.Uint64 // receivers that parked, for metrics
@@ -223,7 +225,7 @@ type Conn struct {
 }
 
 func newConn(l link, cfg Config) *Conn {
-	c := &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1, cells: cfg.Cells}
+	c := &Conn{l: l, cfg: cfg, txSeq: 1, rxSeq: 1, cells: cfg.Cells, rdvTurn: make(chan struct{}, 1)}
 	if ml, ok := l.(*memLink); ok {
 		c.shm = ml
 		c.direct = cfg.Exclusive
@@ -353,7 +355,8 @@ func (c *Conn) sendAndUnlock(ctx context.Context, kind uint8, p []byte) error {
 // copy Send makes there (for a megabyte over libfabric's tcp, a third of
 // the sender's work). p has length n and holds whatever its memory held
 // before: fill must write all of it. p is valid only until fill returns;
-// fill must not send on or close this connection (Close waits for it).
+// fill must not call this connection's methods (Close waits for fill, and
+// they may wait for Close). Large messages are filled one at a time.
 // If fill fails, nothing is sent and its error is returned.
 func (c *Conn) SendFunc(ctx context.Context, n int, fill func(p []byte) error) error {
 	if n < 0 {
@@ -433,9 +436,30 @@ const rdvCells = 1
 // nothing and nothing was exposed. Before the reservation, a Send whose
 // context ended while it waited for the ring, after put, left its slot
 // out for good: with every slot out, no large message went again.
+//
+// One message is exposed at a time (rdvTurn), so at most one cell is
+// reserved. Senders wait for the ring holding the tx lock, which the
+// reservation's holder needs to give its cell back: with a cell reserved
+// per large sender, the reserved cells could leave a waiter too few even
+// with the peer's ring drained, and nothing moved again. One cell leaves
+// enough: a message needs at most a quarter of the ring (EagerLimit) and
+// its pad less, and a drained ring has at least half free (the peer owes
+// fewer than CreditThreshold cells of credit).
 func (c *Conn) expose(ctx context.Context, put func(context.Context) (uint32, error)) (uint32, error) {
+	select {
+	case c.rdvTurn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 	c.lockTx()
-	if err := c.waitCredits(ctx, rdvCells, c.cells); err != nil {
+	// The ring only once the connection is known open: Close unmaps a
+	// shared end's ring once it holds the tx lock.
+	err := c.err()
+	if err == nil {
+		err = c.waitCredits(ctx, rdvCells, c.cells)
+	}
+	if err != nil {
+		<-c.rdvTurn
 		c.unlockTx()
 		return 0, err
 	}
@@ -443,15 +467,17 @@ func (c *Conn) expose(ctx context.Context, put func(context.Context) (uint32, er
 	c.unlockTx()
 	held := false
 	defer func() {
-		if !held { // put panicked (SendFunc's fill): the cell goes back all the same
+		if !held { // put panicked (SendFunc's fill): the cell and the turn go back all the same
 			c.lockTx()
 			c.reserved -= rdvCells
+			<-c.rdvTurn
 			c.unlockTx()
 		}
 	}()
 	slot, err := c.exposeHeld(ctx, put)
 	c.lockTx()
 	c.reserved -= rdvCells
+	<-c.rdvTurn // the next waits for the tx lock, so this request goes first
 	held = true
 	if err != nil {
 		c.unlockTx()

@@ -470,6 +470,13 @@ func (l *tcpLink) regenerate(peer resumeState) ([]byte, error) {
 		held[h.id] = h.n
 	}
 	l.bmu.Lock()
+	for _, h := range peer.held {
+		if l.out[h.id] == nil {
+			// Given up (abortBulk) while the link was down, or its abort
+			// frame lost with the connection: the peer drops it.
+			b = appendAbort(b, h.id)
+		}
+	}
 	for id, o := range l.out {
 		have, isHeld := held[id]
 		switch {

@@ -243,3 +243,47 @@ func TestResumeStateConsumedPastReceivedRefused(t *testing.T) {
 		t.Fatalf("consumed %d beyond next position %d: %v, want ErrCorrupt", peer.consumed, peer.nextPos, err)
 	}
 }
+
+// A payload given up after some of its chunks had left (its Send's context
+// ended) whose abort frame was lost with the connection stayed half held
+// at the peer: counted against BulkSlots there, it made the next large
+// message a protocol violation. The resume drops what the peer reports
+// holding of payloads this end no longer has out.
+func TestResumeDropsAbandonedPayload(t *testing.T) {
+	cfg := Config{MaxMessage: 4 << 20, BulkSlots: 1, DeadAfter: 10 * time.Second}
+	a, b, r, _ := relayedPair(t, cfg)
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The state an abort lost in the break leaves: part of a payload held,
+	// its sender no longer has it out.
+	lb := b.l.(*tcpLink)
+	const abandoned = 1 << 30
+	lb.bmu.Lock()
+	lb.assembly[abandoned] = make([]byte, bulkChunk, 2*bulkChunk)
+	lb.bmu.Unlock()
+	r.Reset()
+	big := tagged(0, 1, 3*bulkChunk)
+	errc := make(chan error, 1)
+	go func() { errc <- a.Send(ctx, big) }()
+	got, err := b.Recv(ctx, nil)
+	if err != nil {
+		t.Fatalf("a large message after the resume: %v (Send: %v)", err, <-errc)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, big) {
+		t.Fatalf("%d bytes, not what was sent", len(got))
+	}
+	if b.Resumes() == 0 {
+		t.Fatal("no resume: the test proves nothing")
+	}
+	lb.bmu.Lock()
+	_, held := lb.assembly[abandoned]
+	lb.bmu.Unlock()
+	if held {
+		t.Fatal("the abandoned payload is still held after the resume")
+	}
+}

@@ -29,12 +29,14 @@ import (
 //	bulk    0 type | 1 id u32 | 5 total u32 | 9 off u32 | 13 n u32 | 17 data
 //	close   0 type | 1
 //	finish  0 type | 1 id u32 | 5
+//	abort   0 type | 1 id u32 | 5
 const (
 	framePut    = 1
 	frameCredit = 2
 	frameBulk   = 3
 	frameClose  = 4
 	frameFinish = 5 // the receiver copied a rendezvous payload out; its slot is free
+	frameAbort  = 6 // the sender gave a rendezvous payload up before its request: drop what came of it
 
 	putPos, putSeq, putLength, putCredit, putKind, putFlags, putHeader = 1, 9, 13, 17, 21, 22, 23
 	creditConsumed, creditFrame                                        = 1, 9
@@ -164,6 +166,11 @@ func appendCredit(b []byte, consumed uint64) []byte {
 
 func appendFinish(b []byte, id uint32) []byte {
 	return binary.LittleEndian.AppendUint32(append(b, frameFinish), id)
+}
+
+// appendAbort has the finish's layout.
+func appendAbort(b []byte, id uint32) []byte {
+	return binary.LittleEndian.AppendUint32(append(b, frameAbort), id)
 }
 
 // flushTx writes queued frames, unless the link is corked (Conn.Cork):
@@ -518,7 +525,7 @@ func (l *tcpLink) frameBuffered() bool {
 			return false
 		}
 		need = bulkHeader + int(binary.LittleEndian.Uint32(b[bulkLen:]))
-	case frameFinish:
+	case frameFinish, frameAbort:
 		need = finishFrame
 	default:
 		return true
@@ -635,6 +642,27 @@ func (l *tcpLink) readFrame() error {
 		if !l.finished(id) {
 			return &CorruptError{Why: fmt.Sprintf("finish for rendezvous %d, which is not out", id)}
 		}
+	case frameAbort:
+		f, err := l.br.Peek(finishFrame)
+		if err != nil {
+			return err
+		}
+		id := binary.LittleEndian.Uint32(f[finishID:])
+		l.br.Discard(finishFrame)
+		l.bmu.Lock()
+		b, ok := l.assembly[id]
+		if ok {
+			delete(l.assembly, id)
+			if len(l.pool) < l.cfg.BulkSlots {
+				l.pool = append(l.pool, b[:0])
+			}
+		}
+		l.bmu.Unlock()
+		if !ok {
+			// Its first chunk goes before it, and a resume asks to drop
+			// only what this end reported holding.
+			return &CorruptError{Why: fmt.Sprintf("abort of rendezvous %d, of which nothing came", id)}
+		}
 	case frameClose:
 		l.br.Discard(1)
 		l.peerClosed.Store(true)
@@ -709,11 +737,41 @@ func (l *tcpLink) bulkPut(ctx context.Context, p []byte) (uint32, error) {
 		if off+bulkChunk >= len(p) {
 			return id, nil
 		}
-		// Not ctx: a payload is not abandoned once it has begun to leave
-		// (its slot would stay out, half of it held at the peer). Its
-		// chunks leave as fast as the peer's reader takes them, whatever
-		// its receivers do.
+		if err := ctx.Err(); err != nil {
+			if aerr := l.abortBulk(id); aerr != nil {
+				return 0, aerr
+			}
+			return 0, err
+		}
 	}
+}
+
+// abortBulk gives up rendezvous id, of which chunks have left, before its
+// request: the peer drops what it holds of it (an abort frame; if the
+// link is down, the resume's, as the peer reports holding it), and its
+// slot is free at once, as the abort goes before any later chunk. Giving
+// up without a word, a Send left the slot out and half a payload at the
+// peer for good. It returns ErrClosed if the link closed meanwhile, else
+// nil: the caller reports its context's end.
+func (l *tcpLink) abortBulk(id uint32) error {
+	l.wmu.Lock()
+	if l.queueing() {
+		l.wbuf = appendAbort(l.wbuf, id)
+	}
+	l.bmu.Lock()
+	if o, ok := l.out[id]; ok {
+		delete(l.out, id)
+		if l.res != nil {
+			l.recycle(o.data)
+		}
+		select {
+		case <-l.slots:
+		default:
+		}
+	}
+	l.bmu.Unlock()
+	l.wmu.Unlock()
+	return l.flushTx()
 }
 
 // finished records the peer's finish of rendezvous id: its slot is free.
