@@ -28,7 +28,7 @@ func fabricTransports(cfg fifo.Config) []Transport {
 	if prov != "" {
 		name += " " + prov
 	}
-	return []Transport{{Name: name, Proc: procFabric(cfg, prov)}}
+	return []Transport{{Name: name, Proc: procFabric(cfg, prov), SendInPlace: true}}
 }
 
 // fiPingpong is libfabric's own ping-pong (libfabric-bin), the fabric row's

@@ -38,12 +38,12 @@ type inPlaceSend interface {
 const inPlaceFrom = 64 << 10
 
 // streamSender sends a stream's messages of one size: in place from
-// inPlaceFrom where the end can, the producer writing only a sequence
-// number into each, else with Send from one buffer.
-func streamSender(e end, size int) func(ctx context.Context) error {
+// inPlaceFrom if inPlace and the end can, the producer writing only a
+// sequence number into each, else with Send from one buffer.
+func streamSender(e end, size int, inPlace bool) func(ctx context.Context) error {
 	msg := make([]byte, size)
 	ip, ok := e.(inPlaceSend)
-	if !ok || size < inPlaceFrom {
+	if !ok || !inPlace || size < inPlaceFrom {
 		return func(ctx context.Context) error { return e.Send(ctx, msg) }
 	}
 	seq := uint64(0)
@@ -68,6 +68,12 @@ type Transport struct {
 	Name string
 	Pair func() (end, end, error)
 	Proc func() (*procEnd, error)
+	// SendInPlace: the stream's sender writes bulk messages where the
+	// peer reads them (inPlaceFrom), for a transport that moves the bytes
+	// itself (the fabric's RMA read), as fi_pingpong moves its registered
+	// buffer. Over shared memory a message sent in place moves no byte:
+	// those rows keep Send's copy, which is their transfer.
+	SendInPlace bool
 }
 
 // streamEnd frames messages with a 4-byte length over a byte stream (the peers:
@@ -396,7 +402,7 @@ func (r *rig) stream(size int, d time.Duration) (float64, float64, error) {
 	if r.proc != nil {
 		b := r.proc
 		start := time.Now()
-		if err := b.Send(ctx, streamCommand(size, d)); err != nil {
+		if err := b.Send(ctx, streamCommand(size, d, r.t.SendInPlace)); err != nil {
 			return 0, 0, err
 		}
 		got, err := receiveAll(ctx, b, size, func() {})
@@ -422,7 +428,7 @@ func (r *rig) stream(size int, d time.Duration) (float64, float64, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		send := streamSender(a, size)
+		send := streamSender(a, size, r.t.SendInPlace)
 		for !stopped.Load() {
 			if send(ctx) != nil {
 				return

@@ -381,10 +381,10 @@ func serveFIFO(spec string) {
 					break
 				}
 			}
-		case len(buf) == 13 && buf[0] == cmdStream:
+		case len(buf) == 14 && buf[0] == cmdStream:
 			size := int(binary.LittleEndian.Uint32(buf[1:]))
 			d := time.Duration(binary.LittleEndian.Uint64(buf[5:]))
-			err = sendFor(ctx, c, streamSender(c, size), d)
+			err = sendFor(ctx, c, streamSender(c, size, buf[13] != 0), d)
 		default:
 			fmt.Fprintf(os.Stderr, "bench fifo peer: unknown command %q\n", buf)
 			return
@@ -408,8 +408,13 @@ func sendFor(ctx context.Context, c end, send func(context.Context) error, d tim
 	}
 }
 
-func streamCommand(size int, d time.Duration) []byte {
+// streamCommand: cmdStream | size u32 | d u64 | in place u8.
+func streamCommand(size int, d time.Duration, inPlace bool) []byte {
 	b := []byte{cmdStream}
 	b = binary.LittleEndian.AppendUint32(b, uint32(size))
-	return binary.LittleEndian.AppendUint64(b, uint64(d))
+	b = binary.LittleEndian.AppendUint64(b, uint64(d))
+	if inPlace {
+		return append(b, 1)
+	}
+	return append(b, 0)
 }

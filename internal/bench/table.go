@@ -301,8 +301,9 @@ func Write(w io.Writer, rows []Row, format string) error {
 			}
 		}
 		fmt.Fprintln(w, "\nlat: one-way latency (ping-pong / 2); rate: one-way messages per second; bw: one-way bandwidth")
-		fmt.Fprintln(w, "(from 64 KiB fifo rows send with SendFunc, writing a sequence number into each message where the peer reads")
-		fmt.Fprintln(w, "it, and receive with RecvFunc, in place, as fi_pingpong moves its registered buffers; the peers copy).")
+		fmt.Fprintln(w, "(from 64 KiB fifo rows receive with RecvFunc, in place, and the fabric row sends with SendFunc, writing a")
+		fmt.Fprintln(w, "sequence number into each message where the peer's RMA read takes it, as fi_pingpong moves its registered")
+		fmt.Fprintln(w, "buffers; the other fifo rows send with Send, whose copy is their transfer; the peers copy).")
 		fmt.Fprintln(w, "Floors, between two processes: cache-line floor bounces one line; ring floor writes each message in the next")
 		fmt.Fprintln(w, "line of a 4096-line ring of its own, polled by the other: the least any two-ring transport pays (its rate:")
 		fmt.Fprintln(w, "one side writing lines as fast as the other polls them, the stream floor). fifo/shm and fifo/fabric rows")
