@@ -155,6 +155,9 @@ type link interface {
 	// cheapCredits reports whether an explicit credit return costs no more
 	// than a store (shared memory), so it is worth making before parking.
 	cheapCredits() bool
+	// cheapPolls reports whether a goroutine polling the ring sees a
+	// message without reading anything itself (Conn.Polls).
+	cheapPolls() bool
 	// failed reports a closed or failed link, cheaply.
 	failed() error
 	// checkPeer also checks the peer's liveness, which may read the clock.
@@ -876,7 +879,7 @@ func (c *Conn) Pending() bool {
 // Polls reports whether Poll is worth calling: on shared memory a poll is
 // a load; over tcp whoever parks reads the socket, and polling the local
 // image of the ring only burns a processor.
-func (c *Conn) Polls() bool { return c.l.cheapCredits() }
+func (c *Conn) Polls() bool { return c.l.cheapPolls() }
 
 // BeginPoll starts a polling session, which EndPoll must end: from now on
 // the peer does not wake parked receivers, as while Poll runs. A goroutine
@@ -1086,7 +1089,9 @@ func (c *Conn) spinFor(r *ring, pos uint64, seq uint32, block bool) bool {
 // needed for progress: a message plus its pad takes under half the ring
 // (EagerLimit is at most a quarter) and unreported credit is below
 // CreditThreshold (at most half), so a sender always finds room once the
-// receiver has caught up.
+// receiver has caught up. Over the fabric it would cost an RMA write, a
+// message of its own: a 56-byte ping-pong over libfabric's net spent 29%
+// of its processor time returning credits before each park.
 func (c *Conn) park(ctx context.Context, r *ring, pos uint64, seq uint32) error {
 	c.parkMu.Lock()
 	defer c.parkMu.Unlock()

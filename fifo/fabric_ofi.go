@@ -725,7 +725,11 @@ func (l *fabricLink) flushTx() error     { return nil }
 func (l *fabricLink) txConsumed() uint64 { return l.txCred.Load() }
 func (l *fabricLink) rx() *ring          { return l.rxr }
 func (l *fabricLink) wakeUps() uint64    { return 0 }
-func (l *fabricLink) cheapCredits() bool { return true }
+func (l *fabricLink) cheapCredits() bool { return false } // an RMA write each
+
+// cheapPolls: whoever reads the queue publishes into the ring, which a
+// poller reads with loads.
+func (l *fabricLink) cheapPolls() bool { return true }
 
 // spin: a message reaches the ring only when someone reads the queue,
 // which the waiter does itself (park); a glance at the ring comes first.

@@ -291,6 +291,7 @@ func (l *memLink) bulkFree(slot uint32) error {
 }
 
 func (l *memLink) cheapCredits() bool { return true }
+func (l *memLink) cheapPolls() bool   { return true }
 
 var errPeerClosed = fmt.Errorf("%w by the peer", ErrClosed)
 

@@ -855,6 +855,7 @@ func (l *tcpLink) bulkFree(id uint32) error {
 }
 
 func (l *tcpLink) cheapCredits() bool { return false }
+func (l *tcpLink) cheapPolls() bool   { return false }
 
 func (l *tcpLink) checkPeer() error { return l.failed() }
 
