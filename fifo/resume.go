@@ -138,8 +138,12 @@ func (l *tcpLink) watch() {
 		if l.deadErr.Load() != nil || l.closed.Load() || l.peerClosed.Load() {
 			return
 		}
-		if w := l.w.Load(); w != nil && !r.down.Load() && socketBroken(w.raw) {
-			l.readWhileIdle(w)
+		if w := l.w.Load(); w != nil && !r.down.Load() {
+			if socketBroken(w.raw) {
+				l.readWhileIdle(w)
+			} else {
+				l.drainIdle(w)
+			}
 		}
 	}
 }

@@ -73,6 +73,7 @@ type tcpLink struct {
 	// rendezvous slot) takes the reader role and applies frames until its
 	// condition holds, so a message reaches its receiver with no hand-off.
 	rsem     chan struct{}                 // the reader role
+	idle     sync.WaitGroup                // idleDrains, on a non-resumable link
 	waiters  atomic.Int32                  // callers waiting for someone else's progress
 	prog     atomic.Pointer[chan struct{}] // closed at each progress while someone waits
 	ctxWatch *ctxWatch                     // the reader's context, watched (the reader role's)
@@ -86,7 +87,11 @@ type tcpLink struct {
 	nextBulk uint32
 	out      map[uint32]*outBulk // rendezvous payloads sent, until their finish
 	assembly map[uint32][]byte   // rendezvous payloads being received
-	pool     [][]byte            // buffers of finished ones, for reuse
+	// viewing is the rendezvous payload a receiver reads in place, between
+	// bulkView and bulkFree, while isViewing (under bmu): no abort may drop it.
+	viewing   uint32
+	isViewing bool
+	pool      [][]byte // buffers of finished ones, for reuse
 
 	// A resumable link (both ends keep the session) survives a broken
 	// connection: it keeps what the peer may not have received (the tx
@@ -651,7 +656,8 @@ func (l *tcpLink) readFrame() error {
 		l.br.Discard(finishFrame)
 		l.bmu.Lock()
 		b, ok := l.assembly[id]
-		if ok {
+		taken := ok && l.isViewing && l.viewing == id
+		if ok && !taken {
 			delete(l.assembly, id)
 			if len(l.pool) < l.cfg.BulkSlots {
 				l.pool = append(l.pool, b[:0])
@@ -662,6 +668,11 @@ func (l *tcpLink) readFrame() error {
 			// Its first chunk goes before it, and a resume asks to drop
 			// only what this end reported holding.
 			return &CorruptError{Why: fmt.Sprintf("abort of rendezvous %d, of which nothing came", id)}
+		}
+		if taken {
+			// A sender gives a payload up only before its request: this
+			// one's was taken, and a receiver reads it in place.
+			return &CorruptError{Why: fmt.Sprintf("abort of rendezvous %d, which is being received", id)}
 		}
 	case frameClose:
 		l.br.Discard(1)
@@ -829,6 +840,7 @@ func (l *tcpLink) bulkView(id uint32, n uint32) ([]byte, error) {
 	if !ok || len(b) != int(n) {
 		return nil, &CorruptError{Why: fmt.Sprintf("rendezvous %d of %d bytes was not received", id, n)}
 	}
+	l.viewing, l.isViewing = id, true
 	return b, nil
 }
 
@@ -840,6 +852,7 @@ func (l *tcpLink) bulkFree(id uint32) error {
 	// sent or implied by the report.
 	l.wmu.Lock()
 	l.bmu.Lock()
+	l.isViewing = false
 	if b, ok := l.assembly[id]; ok {
 		delete(l.assembly, id)
 		if len(l.pool) < l.cfg.BulkSlots {
@@ -1003,6 +1016,7 @@ func (l *tcpLink) release(*Conn) error { // the image ring is Go memory
 	if l.res != nil {
 		l.res.bg.Wait() // and for a resume in progress
 	}
+	l.idle.Wait()
 	return nil
 }
 
@@ -1042,8 +1056,64 @@ func newTCPLinkOn(w *wire, cfg Config, res *resumer) *Conn {
 	if res != nil {
 		res.bg.Add(1)
 		go l.watch()
+	} else {
+		l.idle.Add(1)
+		go l.idleDrains()
 	}
 	return c
+}
+
+// drainEvery is how often an end's socket is looked at for bytes no call
+// reads. No goroutine reads a tcp end's socket but its callers', for
+// latency; so while an end takes nothing (a process paused, or busy
+// elsewhere), the payloads of large messages, pushed at once, filled both
+// sockets' buffers, the sender's write stalled, and the kernel's bound on
+// unacknowledged data (DeadAfter) ended the connection. A look costs a
+// poll, about a microsecond.
+const drainEvery = 50 * time.Millisecond
+
+// drainFor bounds one drain: a frame still arriving waits for the next.
+const drainFor = time.Millisecond
+
+// idleDrains drains a non-resumable end's socket every drainEvery, until
+// the link closes (a resumable one's watch does it).
+func (l *tcpLink) idleDrains() {
+	defer l.idle.Done()
+	t := time.NewTicker(drainEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		if l.deadErr.Load() != nil || l.peerClosed.Load() {
+			return
+		}
+		l.drainIdle(l.w.Load())
+	}
+}
+
+// drainIdle reads what w's socket holds, as a receiver would, when no call
+// holds the reader role: frames land in the image and the rendezvous
+// assemblies (bounded by credits and BulkSlots), where calls find them.
+func (l *tcpLink) drainIdle(w *wire) {
+	if !socketReadable(w.raw) {
+		return
+	}
+	select {
+	case l.rsem <- struct{}{}:
+	default:
+		return // a call reads
+	}
+	if l.w.Load() == w && !l.isDown() {
+		ctx, cancel := context.WithTimeout(context.Background(), drainFor)
+		err := l.readUntil(ctx, func() bool { return !socketReadable(w.raw) })
+		cancel()
+		_ = err // a break or corrupt frame has failed the link, which calls report
+	}
+	<-l.rsem
+	l.announce()
 }
 
 // watchLiveness makes the kernel declare the peer dead after about

@@ -54,6 +54,28 @@ func socketBroken(c net.Conn) bool {
 	return broken
 }
 
+// socketReadable reports whether c's socket holds bytes no one has read
+// (or a break, which a read then meets). Like socketBroken, it reads
+// nothing.
+func socketReadable(c net.Conn) bool {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	readable := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			readable = fds[0].Revents != 0
+		}
+	})
+	return readable
+}
+
 // errResetWhileClosing: the connection was reset before the close frame
 // left.
 var errResetWhileClosing = errors.New("connection reset before the close frame left")

@@ -15,6 +15,10 @@ func setUserTimeout(*net.TCPConn, time.Duration) error { return nil }
 // a break at its next call.
 func socketBroken(net.Conn) bool { return false }
 
+// socketReadable is Linux's poll for unread bytes; elsewhere an idle end
+// reads its socket at its next call (drainIdle does nothing).
+func socketReadable(net.Conn) bool { return false }
+
 // finishWrites sends a FIN after what c has written; only Linux waits
 // for its acknowledgement, so elsewhere a peer that reads slowly may see
 // a reset, not a close.
