@@ -1028,7 +1028,11 @@ func (c *Conn) take(r *ring, deliver func(p []byte) error) (bool, error) {
 		c.advance(n)
 		err = deliver(p)
 		if ferr := c.l.bulkFree(slot); ferr != nil {
-			return true, c.flushFailed(ferr)
+			// The message was delivered: its finish failing (the peer
+			// closed or died meanwhile) is for later calls to report, as
+			// the link keeps it. Returned here, it made the caller drop a
+			// message it had received.
+			c.flushFailed(ferr)
 		}
 		return true, err
 	}

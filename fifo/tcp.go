@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -333,10 +334,24 @@ func (l *tcpLink) waitFor(ctx context.Context, cond func() bool) error {
 // Frames already buffered are applied without blocking; a read deadline is
 // armed only when the reader must block and ctx can end at all.
 func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
+	return l.readUntilFlushing(ctx, cond, true)
+}
+
+// readUntilFlushing is readUntil; with flush false it leaves writes held
+// back by Cork held, for a reader that waits for no one (drainIdle): the
+// drain is not a receiver about to wait, and it would become the writer of
+// everything held, holding the reader role for as long as that takes.
+func (l *tcpLink) readUntilFlushing(ctx context.Context, cond func() bool, flush bool) error {
 	if l.closed.Load() {
 		return l.failed()
 	}
 	w := l.w.Load() // stable while this goroutine holds the reader role
+	if ctx.Done() == nil {
+		// A watch kept from a reader whose context has since ended may
+		// have moved the deadline into the past: with no context to
+		// watch, this read would time out at once.
+		l.dropWatch(w)
+	}
 	armed := false
 	defer func() {
 		if armed {
@@ -353,7 +368,7 @@ func (l *tcpLink) readUntil(ctx context.Context, cond func() bool) error {
 		if cond() {
 			return nil
 		}
-		if l.corks.Load() > 0 {
+		if flush && l.corks.Load() > 0 {
 			// About to wait for the peer: what is held back may be what
 			// it waits for (credits, a finish, an answer).
 			if err := l.flushNow(); err != nil {
@@ -1056,9 +1071,13 @@ func newTCPLinkOn(w *wire, cfg Config, res *resumer) *Conn {
 	if res != nil {
 		res.bg.Add(1)
 		go l.watch()
-	} else {
+	} else if drainsIdle {
+		// Stopped by Close, or once the Conn is dropped without it: the
+		// goroutine holds the link, not the Conn.
 		l.idle.Add(1)
-		go l.idleDrains()
+		dropped := make(chan struct{})
+		runtime.AddCleanup(c, func(ch chan struct{}) { close(ch) }, dropped)
+		go l.idleDrains(dropped)
 	}
 	return c
 }
@@ -1076,14 +1095,16 @@ const drainEvery = 50 * time.Millisecond
 const drainFor = time.Millisecond
 
 // idleDrains drains a non-resumable end's socket every drainEvery, until
-// the link closes (a resumable one's watch does it).
-func (l *tcpLink) idleDrains() {
+// the link closes or its Conn is dropped (a resumable one's watch does it).
+func (l *tcpLink) idleDrains(dropped <-chan struct{}) {
 	defer l.idle.Done()
 	t := time.NewTicker(drainEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-l.done:
+			return
+		case <-dropped:
 			return
 		case <-t.C:
 		}
@@ -1108,7 +1129,7 @@ func (l *tcpLink) drainIdle(w *wire) {
 	}
 	if l.w.Load() == w && !l.isDown() {
 		ctx, cancel := context.WithTimeout(context.Background(), drainFor)
-		err := l.readUntil(ctx, func() bool { return !socketReadable(w.raw) })
+		err := l.readUntilFlushing(ctx, func() bool { return !socketReadable(w.raw) }, false)
 		cancel()
 		_ = err // a break or corrupt frame has failed the link, which calls report
 	}

@@ -54,6 +54,10 @@ func socketBroken(c net.Conn) bool {
 	return broken
 }
 
+// drainsIdle: socketReadable works here, so tcp ends drain their idle
+// sockets (idleDrains).
+const drainsIdle = true
+
 // socketReadable reports whether c's socket holds bytes no one has read
 // (or a break, which a read then meets). Like socketBroken, it reads
 // nothing.

@@ -15,6 +15,10 @@ func setUserTimeout(*net.TCPConn, time.Duration) error { return nil }
 // a break at its next call.
 func socketBroken(net.Conn) bool { return false }
 
+// drainsIdle: without socketReadable an idle end reads its socket only at
+// its next call, and no goroutine looks for it (see idleDrains).
+const drainsIdle = false
+
 // socketReadable is Linux's poll for unread bytes; elsewhere an idle end
 // reads its socket at its next call (drainIdle does nothing).
 func socketReadable(net.Conn) bool { return false }
