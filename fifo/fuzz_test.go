@@ -3,7 +3,6 @@ package fifo
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"net"
 	"pgregory.net/rapid"
@@ -143,37 +142,4 @@ func TestImmediateWordIsAHeader(t *testing.T) {
 			rt.Fatalf("word %#x: immediateLength = %d, %v; header %+v", w, length, ok, h)
 		}
 	})
-}
-
-// TestTCPAbortFrame: an abort drops what came of a payload, freeing its
-// place among BulkSlots for the next; an abort of a payload of which
-// nothing came is a corrupt peer.
-func TestTCPAbortFrame(t *testing.T) {
-	cfg := mustDefaults(Config{Cells: fuzzCells, MaxMessage: 1 << 12, BulkSlots: 1, Spin: 1})
-	request := func(id, n uint32) []byte {
-		l := &tcpLink{}
-		var p [8]byte
-		binary.LittleEndian.PutUint32(p[:], id)
-		binary.LittleEndian.PutUint32(p[4:], n)
-		l.put(0, header{seq: 1, length: 8, kind: kindRdv, flags: flagCredit}, p[:])
-		return l.wbuf
-	}
-	whole := bytes.Repeat([]byte("z"), 300)
-	stream := appendBulk(nil, 1, 300, 0, whole[:100])
-	stream = appendAbort(stream, 1)
-	stream = appendBulk(stream, 2, 300, 0, whole)
-	stream = append(stream, request(2, 300)...)
-	c := newTCPLink(&streamConn{r: bytes.NewReader(stream)}, cfg, nil)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	got, err := c.Recv(ctx, nil)
-	if err != nil || !bytes.Equal(got, whole) {
-		t.Fatalf("the payload after an aborted one: %d bytes, %v", len(got), err)
-	}
-	c2 := newTCPLink(&streamConn{r: bytes.NewReader(appendAbort(nil, 9))}, cfg, nil)
-	defer c2.Close()
-	if _, err := c2.Recv(ctx, nil); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("an abort of nothing: %v, want a corrupt peer", err)
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -18,14 +19,6 @@ import (
 // must be a corrupt peer.
 func TestTCPAbortOfPayloadBeingDelivered(t *testing.T) {
 	cfg := mustDefaults(Config{Cells: fuzzCells, MaxMessage: 1 << 12, BulkSlots: 1, Spin: 1})
-	request := func(id, n uint32) []byte {
-		l := &tcpLink{}
-		var p [8]byte
-		binary.LittleEndian.PutUint32(p[:], id)
-		binary.LittleEndian.PutUint32(p[4:], n)
-		l.put(0, header{seq: 1, length: 8, kind: kindRdv, flags: flagCredit}, p[:])
-		return l.wbuf
-	}
 	first := bytes.Repeat([]byte("a"), 2000)
 	second := bytes.Repeat([]byte("b"), 2000)
 	ours, theirs := net.Pipe()
@@ -33,7 +26,7 @@ func TestTCPAbortOfPayloadBeingDelivered(t *testing.T) {
 	go io.Copy(io.Discard, theirs)
 	c := newTCPLink(ours, cfg, nil)
 	defer c.Close()
-	go theirs.Write(append(appendBulk(nil, 1, len(first), 0, first), request(1, uint32(len(first)))...))
+	go theirs.Write(append(appendBulk(nil, 1, len(first), 0, first), rdvRequestFrame(1, uint32(len(first)))...))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -63,4 +56,40 @@ func TestTCPAbortOfPayloadBeingDelivered(t *testing.T) {
 	if c.err() == nil {
 		t.Fatalf("an abort of a rendezvous whose request was taken was accepted")
 	}
+}
+
+// TestTCPAbortFrame: an abort drops what came of a payload, freeing its
+// place among BulkSlots for the next; an abort of a payload of which
+// nothing came is a corrupt peer.
+func TestTCPAbortFrame(t *testing.T) {
+	cfg := mustDefaults(Config{Cells: fuzzCells, MaxMessage: 1 << 12, BulkSlots: 1, Spin: 1})
+	whole := bytes.Repeat([]byte("z"), 300)
+	stream := appendBulk(nil, 1, 300, 0, whole[:100])
+	stream = appendAbort(stream, 1)
+	stream = appendBulk(stream, 2, 300, 0, whole)
+	stream = append(stream, rdvRequestFrame(2, 300)...)
+	c := newTCPLink(&streamConn{r: bytes.NewReader(stream)}, cfg, nil)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := c.Recv(ctx, nil)
+	if err != nil || !bytes.Equal(got, whole) {
+		t.Fatalf("the payload after an aborted one: %d bytes, %v", len(got), err)
+	}
+	c2 := newTCPLink(&streamConn{r: bytes.NewReader(appendAbort(nil, 9))}, cfg, nil)
+	defer c2.Close()
+	if _, err := c2.Recv(ctx, nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("an abort of nothing: %v, want a corrupt peer", err)
+	}
+}
+
+// rdvRequestFrame is the put frame of a rendezvous request, at the ring's
+// first cell, for payload id of n bytes.
+func rdvRequestFrame(id, n uint32) []byte {
+	l := &tcpLink{}
+	var p [8]byte
+	binary.LittleEndian.PutUint32(p[:], id)
+	binary.LittleEndian.PutUint32(p[4:], n)
+	l.put(0, header{seq: 1, length: 8, kind: kindRdv, flags: flagCredit}, p[:])
+	return l.wbuf
 }

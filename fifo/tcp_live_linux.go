@@ -36,22 +36,28 @@ func setUserTimeout(tc *net.TCPConn, d time.Duration) error {
 // absence, is the reader's to judge. It makes no read, so it never takes
 // bytes from the link's reader.
 func socketBroken(c net.Conn) bool {
+	return pollSocket(c, 0)&(unix.POLLERR|unix.POLLHUP) != 0 // always reported
+}
+
+// pollSocket polls c's socket for events without waiting and returns what
+// it reports: 0 for a connection that is not tcp, or closed.
+func pollSocket(c net.Conn, events int16) int16 {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
-		return false
+		return 0
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		return false
+		return 0
 	}
-	broken := false
+	var revents int16
 	rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd)}} // POLLERR and POLLHUP are always reported
+		fds := []unix.PollFd{{Fd: int32(fd), Events: events}}
 		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
-			broken = fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+			revents = fds[0].Revents
 		}
 	})
-	return broken
+	return revents
 }
 
 // drainsIdle: socketReadable works here, so tcp ends drain their idle
@@ -61,24 +67,7 @@ const drainsIdle = true
 // socketReadable reports whether c's socket holds bytes no one has read
 // (or a break, which a read then meets). Like socketBroken, it reads
 // nothing.
-func socketReadable(c net.Conn) bool {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return false
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	readable := false
-	rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
-			readable = fds[0].Revents != 0
-		}
-	})
-	return readable
-}
+func socketReadable(c net.Conn) bool { return pollSocket(c, unix.POLLIN) != 0 }
 
 // errResetWhileClosing: the connection was reset before the close frame
 // left.
