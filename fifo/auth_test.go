@@ -523,42 +523,46 @@ func TestTCPListenerSurvivesStrays(t *testing.T) {
 	}
 }
 
-// TestTCPListenerBoundsPendingHandshakes: past the bound a connection is
-// closed at once and counted as ErrBusy; once slots free up, a member
-// connects.
+// TestTCPListenerBoundsPendingHandshakes: past the bound a new connection
+// takes the slot of the oldest silent one, which is closed and counted as
+// ErrBusy; a member connects while the silent ones hold every slot.
 func TestTCPListenerBoundsPendingHandshakes(t *testing.T) {
 	var r refusals
 	const bound = 8
 	l := listen(t, Config{}, WithRefused(r.hook), withMaxPending(bound))
 	defer l.Close()
 	var silent []net.Conn
-	for i := 0; i < bound; i++ {
+	dialSilent := func() net.Conn {
 		nc, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		silent = append(silent, nc)
+		return nc
 	}
-	// Each silent one holds a slot; the next is closed at once.
-	waitFor(t, eventually, "a connection past the bound closed at once", func() bool {
-		nc, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
+	defer func() {
+		for _, nc := range silent {
+			nc.Close()
 		}
-		defer nc.Close()
-		nc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		_, err = nc.Read(make([]byte, 1))
-		return errors.Is(err, io.EOF)
-	})
-	// The refusal is counted as the connection closes: wait for it.
-	waitFor(t, eventually, "the refusal counted as ErrBusy", func() bool {
+	}()
+	first := dialSilent()
+	waitFor(t, eventually, "the first silent connection in its handshake", func() bool { return l.a.slots.held() == 1 })
+	for len(silent) < bound {
+		dialSilent()
+	}
+	waitFor(t, eventually, "every slot taken", func() bool { return l.a.slots.held() == bound })
+	dialSilent() // past the bound: the first is pushed out
+	first.SetReadDeadline(time.Now().Add(eventually))
+	if _, err := first.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the oldest silent connection, past the bound: %v; want it closed", err)
+	}
+	waitFor(t, eventually, "the eviction counted as ErrBusy", func() bool {
 		errs := r.all()
 		return len(errs) > 0 && errors.Is(errs[len(errs)-1], ErrBusy)
 	})
-	for _, nc := range silent {
-		nc.Close()
+	if n := l.a.slots.held(); n != bound {
+		t.Fatalf("%d slots held; want the bound, %d", n, bound)
 	}
-	waitFor(t, eventually, "slots freed", func() bool { return int(l.Refused()) >= bound+1 })
 	connectThrough(t, l, promptly)
 }
 

@@ -194,10 +194,10 @@ func AcceptFabric(ctx context.Context, ln net.Listener, secret []byte, cfg Confi
 	to.timeout = o.timeout
 	var last atomic.Pointer[error]
 	to.refused = func(err error) { last.Store(&err) }
-	a := newAcceptor(ln, false, to, func(ctx context.Context, nc net.Conn) (*pending, error) {
+	a := newAcceptor(ln, false, to, func(ctx context.Context, nc net.Conn, progressed func()) (*pending, error) {
 		peer := nc.RemoteAddr().String()
 		end := limit(ctx, nc, o.timeout)
-		s := shake{ctx: ctx, nc: nc, peer: peer, secret: secret, cfg: c, transport: "fabric"}
+		s := shake{ctx: ctx, nc: nc, peer: peer, secret: secret, cfg: c, transport: "fabric", progressed: progressed}
 		t, err := s.accept()
 		if err != nil {
 			end()

@@ -25,6 +25,10 @@ func (s *streamConn) SetWriteDeadline(time.Time) error { return nil }
 
 const fuzzCells = 64
 
+// fuzzRecvBound bounds one fuzzed Recv: far above what reading a stream
+// that ends takes, so that reaching it is a reader that hangs (reported).
+const fuzzRecvBound = 10 * time.Second
+
 // ringImage sends msgs through a fresh pipe and returns the receiving ring's
 // cells as a seed: a valid image for the fuzzer to mutate.
 func ringImage(msgs ...[]byte) []byte {
@@ -108,14 +112,21 @@ func FuzzTCPFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		cfg := mustDefaults(Config{Cells: fuzzCells, MaxMessage: 1 << 12, Spin: 1})
 		c := newTCPLink(&streamConn{r: bytes.NewReader(stream)}, cfg, nil)
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
+		// A live context: Recv reads the stream's frames itself (a canceled
+		// one returned before reading any, and the reader went unfuzzed).
+		// The stream ends in EOF, which ends every wait; the bound is only
+		// for a reader that would wait past it.
+		ctx, cancel := context.WithTimeout(context.Background(), fuzzRecvBound)
+		defer cancel()
 		var buf []byte
 		var err error
 		for i := 0; i < 2*fuzzCells; i++ {
 			if buf, err = c.Recv(ctx, buf); err != nil {
 				break
 			}
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Recv waited %v on a stream that had ended", fuzzRecvBound)
 		}
 		c.Close()
 	})

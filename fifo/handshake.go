@@ -255,6 +255,9 @@ type shake struct {
 	resume sessionID
 	// peerHello is the other end's hello, once read.
 	peerHello hello
+	// progressed, when set, hears that an accepting end read a well-formed
+	// hello of its geometry: the peer is no silent stray (see admission).
+	progressed func()
 }
 
 // ownHello is this end's hello with nonce.
@@ -302,6 +305,9 @@ func (s *shake) dial() (*transcript, error) {
 	}
 	if peer.nonce == h.nonce {
 		return nil, fmt.Errorf("%w: %s reflected this end's hello", ErrAuth, s.peer)
+	}
+	if s.progressed != nil {
+		s.progressed()
 	}
 	s.peerHello = peer
 	var got [proofSize]byte

@@ -1,6 +1,7 @@
 package fifo
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -12,17 +13,20 @@ import (
 	"time"
 )
 
-// ErrBusy is why a listener closed a connection at once: as many
-// handshakes as it runs at once (1024) were already in progress. A dialer sees the connection closed
-// before any answer and may try again.
+// ErrBusy is why a listener closed a connection before its handshake
+// ended: every handshake slot (1024) was taken when another connection
+// arrived, and this one was the oldest handshake of the source address
+// holding the most slots. A dialer sees the connection closed before any
+// answer and may try again.
 var ErrBusy = errors.New("fifo: too many handshakes in progress")
 
 // maxPendingHandshakes bounds the handshakes a listener runs at once, and
 // so the goroutines, sockets and memory strays can make it hold: each holds
 // a goroutine, a socket and a few kilobytes (tens with TLS), some 10-40 MB
 // for all at worst. It leaves room for a burst of a thousand strays beside
-// the members, whose handshakes take a millisecond; past it a new
-// connection is closed at once.
+// the members, whose handshakes take a millisecond. Past it, a new
+// connection takes the slot of the oldest handshake of the source holding
+// the most (see admission).
 const maxPendingHandshakes = 1024
 
 // TCPOption is an option of DialTCP or NewTCPListener.
@@ -100,12 +104,12 @@ func (p *pending) drop() {
 type acceptor struct {
 	ln      net.Listener
 	owned   bool // Close closes ln; otherwise it only interrupts Accept with a deadline
-	shake   func(ctx context.Context, nc net.Conn) (*pending, error)
+	shake   shakeFunc
 	timeout time.Duration
 	onRef   func(error)
 	refused atomic.Uint64
 
-	sem      chan struct{} // a slot per handshake in progress
+	slots    admission
 	ready    chan *pending // unbuffered: a pending connection is always some goroutine's
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -121,9 +125,13 @@ type acceptor struct {
 // (*net.TCPListener, *net.UnixListener).
 type deadliner interface{ SetDeadline(time.Time) error }
 
-func newAcceptor(ln net.Listener, owned bool, o tcpOptions, shake func(context.Context, net.Conn) (*pending, error)) *acceptor {
+// shakeFunc runs the handshake of nc, calling progressed once the peer has
+// sent a well-formed hello.
+type shakeFunc func(ctx context.Context, nc net.Conn, progressed func()) (*pending, error)
+
+func newAcceptor(ln net.Listener, owned bool, o tcpOptions, shake shakeFunc) *acceptor {
 	a := &acceptor{ln: ln, owned: owned, shake: shake, timeout: o.timeout, onRef: o.refused,
-		sem: make(chan struct{}, o.maxPending), ready: make(chan *pending), loopDone: make(chan struct{})}
+		slots: admission{max: max(o.maxPending, 1), bySource: map[string]*list.List{}}, ready: make(chan *pending), loopDone: make(chan struct{})}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.wg.Add(1)
 	go a.loop()
@@ -179,24 +187,157 @@ func (a *acceptor) loop() {
 			return
 		}
 		backoff = 0
-		select {
-		case a.sem <- struct{}{}:
-		default:
-			nc.Close()
-			a.refuse(fmt.Errorf("%w: %s closed at once", ErrBusy, nc.RemoteAddr()))
-			continue
+		s, evicted := a.slots.take(nc)
+		if evicted != nil {
+			evicted.Close()
+			a.refuse(fmt.Errorf("%w: %s closed, its handshake unfinished, for a newer connection", ErrBusy, evicted.RemoteAddr()))
 		}
 		a.wg.Add(1)
-		go a.handshake(nc)
+		go a.handshake(s)
+	}
+}
+
+// admission holds the handshakes in progress, by source address, oldest
+// first. When all max slots are taken, a new connection takes the slot of
+// the oldest handshake of the source holding the most: an outsider that
+// opens connections and stays silent (or sends a byte a second) only ever
+// pushes out its own, while a member's handshake, which takes a millisecond,
+// from another host is never the one pushed out, and from the same host
+// only once a thousand newer connections have arrived during it. A
+// refusal of the newcomer instead (as before) let such an outsider, by
+// redialing each connection the moment it dropped, keep every slot and
+// stop members' links from resuming.
+type admission struct {
+	mu       sync.Mutex
+	max      int
+	n        int
+	bySource map[string]*list.List // of *slot, oldest first
+}
+
+// slot is one handshake in progress.
+type slot struct {
+	nc     net.Conn
+	source string
+	elem   *list.Element // nil once it left the pool
+	hello  bool          // its peer sent a well-formed hello: it is pushed out last
+}
+
+// sourceOf is the host a connection comes from (its address without the
+// port); all of a unix socket's peers are one source.
+func sourceOf(nc net.Conn) string {
+	addr := nc.RemoteAddr()
+	if addr == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	return host
+}
+
+// take gives nc a slot, and returns the connection whose slot it took, if
+// the pool was full (the caller closes it).
+func (ad *admission) take(nc net.Conn) (s *slot, evicted net.Conn) {
+	s = &slot{nc: nc, source: sourceOf(nc)}
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	if ad.n >= ad.max {
+		old := ad.victim(false)
+		if old == nil {
+			old = ad.victim(true)
+		}
+		ad.remove(old)
+		evicted = old.nc
+	}
+	l := ad.bySource[s.source]
+	if l == nil {
+		l = list.New()
+		ad.bySource[s.source] = l
+	}
+	s.elem = l.PushBack(s)
+	ad.n++
+	return s, evicted
+}
+
+// victim is the oldest handshake of the source holding the most slots,
+// among those whose peers sent no hello (or, with hellos, among all).
+func (ad *admission) victim(hellos bool) *slot {
+	var top *slot
+	most := 0
+	for _, l := range ad.bySource {
+		var oldest *slot
+		n := 0
+		for e := l.Front(); e != nil; e = e.Next() {
+			if s := e.Value.(*slot); hellos || !s.hello {
+				if oldest == nil {
+					oldest = s
+				}
+				n++
+			}
+		}
+		if n > most {
+			top, most = oldest, n
+		}
+	}
+	return top
+}
+
+// held counts the slots taken.
+func (ad *admission) held() int {
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	return ad.n
+}
+
+// progressed marks s's peer as one that sent a well-formed hello.
+func (ad *admission) progressed(s *slot) {
+	ad.mu.Lock()
+	s.hello = true
+	ad.mu.Unlock()
+}
+
+// leave takes s out of the pool; false when it was evicted first.
+func (ad *admission) leave(s *slot) bool {
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	if s.elem == nil {
+		return false
+	}
+	ad.remove(s)
+	return true
+}
+
+func (ad *admission) remove(s *slot) {
+	l := ad.bySource[s.source]
+	l.Remove(s.elem)
+	s.elem = nil
+	ad.n--
+	if l.Len() == 0 {
+		delete(ad.bySource, s.source)
 	}
 }
 
 // handshake runs one connection's handshake and hands it to next.
-func (a *acceptor) handshake(nc net.Conn) {
+func (a *acceptor) handshake(s *slot) {
 	defer a.wg.Done()
-	defer func() { <-a.sem }()
+	nc := s.nc
 	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
-	p, err := a.shake(ctx, nc)
+	p, err := a.shake(ctx, nc, func() { a.slots.progressed(s) })
+	// Done shaking, it leaves the pool: only handshakes in progress
+	// compete for slots. One that passed proved the secret, and waits for
+	// an Accept outside it.
+	if !a.slots.leave(s) {
+		// Evicted meanwhile: the loop closed it and counted it. (A re-dial
+		// routed to its link just before is broken again, and its dialer
+		// dials once more.)
+		if p != nil {
+			p.conn.Close()
+			p.end()
+		}
+		cancel()
+		return
+	}
 	if err == errRouted { // a re-dial, now its link's
 		cancel()
 		return
@@ -257,9 +398,10 @@ func (a *acceptor) close() error {
 // those: strays, garbage, wrong secrets or geometries, TLS refusals and
 // silent or half-open connections are dropped and counted, each handshake
 // runs on its own goroutine for at most the handshake timeout (5 s), and
-// at most 1024 run at once (past that, a new connection is closed at once
-// and counted with ErrBusy), so no connection delays another and strays
-// cannot make the listener hold much.
+// at most 1024 run at once (past that, a new connection takes the slot of
+// the oldest of the busiest source's handshakes, which is closed and
+// counted with ErrBusy: see admission), so no connection delays another
+// and strays cannot make the listener hold much, nor keep members out.
 //
 // A TCPListener keeps its connections' sessions: a connection whose tcp
 // connection breaks is dialed again by its dialer and resumes (see
@@ -297,10 +439,10 @@ func newTCPListener(ln net.Listener, owned bool, secret []byte, cfg Config, o tc
 }
 
 // shake is the acceptor's handshake of one tcp connection.
-func (l *TCPListener) shake(ctx context.Context, nc net.Conn) (*pending, error) {
+func (l *TCPListener) shake(ctx context.Context, nc net.Conn, progressed func()) (*pending, error) {
 	peer := nc.RemoteAddr().String()
 	end := limit(ctx, nc, l.o.timeout)
-	p, err := l.shakeBounded(ctx, nc, peer)
+	p, err := l.shakeBounded(ctx, nc, peer, progressed)
 	if err != nil {
 		end()
 		return nil, err
@@ -309,8 +451,8 @@ func (l *TCPListener) shake(ctx context.Context, nc net.Conn) (*pending, error) 
 	return p, nil
 }
 
-func (l *TCPListener) shakeBounded(ctx context.Context, nc net.Conn, peer string) (*pending, error) {
-	s := shake{ctx: ctx, nc: nc, peer: peer, secret: l.secret, cfg: l.cfg, transport: "tcp", keeps: l.keeps}
+func (l *TCPListener) shakeBounded(ctx context.Context, nc net.Conn, peer string, progressed func()) (*pending, error) {
+	s := shake{ctx: ctx, nc: nc, peer: peer, secret: l.secret, cfg: l.cfg, transport: "tcp", keeps: l.keeps, progressed: progressed}
 	if l.o.tls != nil {
 		tc := tls.Server(nc, l.o.tls)
 		b, err := tlsHandshake(ctx, tc, peer)

@@ -48,8 +48,8 @@ func listenSHM(ctx context.Context, name string, secret []byte, c Config) (*Conn
 	}
 	o := tcpOptionsOf(nil)
 	secret = append([]byte(nil), secret...)
-	a := newAcceptor(ln, true, o, func(ctx context.Context, nc net.Conn) (*pending, error) {
-		return shmAccept(ctx, nc, name, secret, c, o.timeout)
+	a := newAcceptor(ln, true, o, func(ctx context.Context, nc net.Conn, progressed func()) (*pending, error) {
+		return shmAccept(ctx, nc, name, secret, c, o.timeout, progressed)
 	})
 	defer a.close()
 	for {
@@ -66,7 +66,7 @@ func listenSHM(ctx context.Context, name string, secret []byte, c Config) (*Conn
 
 // shmAccept is the listener's handshake with one connection: the peer's
 // user, then the challenge-response.
-func shmAccept(ctx context.Context, nc net.Conn, name string, secret []byte, c Config, timeout time.Duration) (*pending, error) {
+func shmAccept(ctx context.Context, nc net.Conn, name string, secret []byte, c Config, timeout time.Duration, progressed func()) (*pending, error) {
 	uc, ok := nc.(*net.UnixConn)
 	if !ok {
 		return nil, fmt.Errorf("fifo: shared memory %q: not a unix connection", name)
@@ -80,7 +80,7 @@ func shmAccept(ctx context.Context, nc net.Conn, name string, secret []byte, c C
 	}
 	peer := fmt.Sprintf("the dialer of %q (pid %d)", name, cred.Pid)
 	end := limit(ctx, nc, timeout)
-	s := shake{ctx: ctx, nc: nc, peer: peer, secret: secret, cfg: c, transport: "shm"}
+	s := shake{ctx: ctx, nc: nc, peer: peer, secret: secret, cfg: c, transport: "shm", progressed: progressed}
 	t, err := s.accept()
 	if err != nil {
 		end()

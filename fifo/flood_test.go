@@ -1,0 +1,226 @@
+package fifo
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// strayFlood holds n connections to addr from source (an address of this
+// host), silent or sending a byte a second, each redialled the moment the
+// listener drops it, until stop.
+type strayFlood struct {
+	wg      sync.WaitGroup
+	stop    chan struct{}
+	dialed  atomic.Int64
+	dropped atomic.Int64
+}
+
+func startFlood(t *testing.T, addr, source string, n int) *strayFlood {
+	f := &strayFlood{stop: make(chan struct{})}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: time.Second}
+	for i := range n {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			slow := i%2 == 1
+			for {
+				select {
+				case <-f.stop:
+					return
+				default:
+				}
+				nc, err := d.Dial("tcp", addr)
+				if err != nil {
+					select {
+					case <-f.stop:
+						return
+					case <-time.After(10 * time.Millisecond): // out of ports or descriptors for a moment
+					}
+					continue
+				}
+				f.dialed.Add(1)
+				f.hold(nc, slow)
+				f.dropped.Add(1)
+			}
+		}()
+	}
+	t.Cleanup(f.end)
+	return f
+}
+
+// hold keeps nc until the listener drops it or the flood stops.
+func (f *strayFlood) hold(nc net.Conn, slow bool) {
+	defer nc.Close()
+	gone := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, nc) // ends when the listener closes it
+		close(gone)
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-gone:
+			return
+		case <-f.stop:
+			return
+		case <-tick.C:
+			if slow {
+				nc.Write([]byte{0x42})
+			}
+		}
+	}
+}
+
+func (f *strayFlood) end() {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	f.wg.Wait()
+}
+
+// TestStrayFloodCannotStopAResume: an outsider holding thousands of idle
+// or byte-a-second connections to a listener, redialling each the moment
+// it drops, from another host or from the member's own, must not keep a
+// member's broken link from resuming. With one pool of slots that refused
+// newcomers once full, 1024 such connections made every re-dial fail, and
+// the link was declared dead.
+func TestStrayFloodCannotStopAResume(t *testing.T) {
+	strays := 5000
+	if raceEnabled || testing.Short() {
+		strays = 1500 // the race detector allows 8128 goroutines; each stray takes two
+	}
+	for _, source := range []string{"127.0.0.2", "127.0.0.1"} {
+		t.Run(source, func(t *testing.T) {
+			cfg := Config{DeadAfter: 10 * time.Second}
+			a, b, r, l := relayedPair(t, cfg)
+			defer a.Close()
+			defer b.Close()
+			f := startFlood(t, l.Addr().String(), source, strays)
+			// The pool is full once a thousand strays have been pushed out.
+			waitFor(t, eventually, "the flood filling the pool", func() bool { return f.dropped.Load() >= maxPendingHandshakes })
+			r.Reset()
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.DeadAfter)
+			defer cancel()
+			got := make(chan error, 1)
+			go func() {
+				p, err := b.Recv(ctx, nil)
+				if err == nil && string(p) != "after the reset" {
+					err = errors.New("got " + string(p))
+				}
+				got <- err
+			}()
+			if err := a.Send(ctx, []byte("after the reset")); err != nil {
+				t.Fatalf("send after the reset: %v", err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("the link under the flood: %v (resumes %d and %d)", err, a.Resumes(), b.Resumes())
+			}
+			took := time.Since(start)
+			if a.Resumes()+b.Resumes() == 0 {
+				t.Fatal("nothing resumed: the reset reached nothing")
+			}
+			echoCheck(t, a, b)
+			t.Logf("resumed in %v beside %d strays (%d dialled, %d dropped, %d refused)", took, strays, f.dialed.Load(), f.dropped.Load(), l.Refused())
+		})
+	}
+}
+
+// addrConn is a connection that only has a remote address.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+func connFrom(host string, port int) net.Conn {
+	return addrConn{remote: &net.TCPAddr{IP: net.ParseIP(host), Port: port}}
+}
+
+// TestAdmissionEvictsTheBusiestSource: with every slot taken, a newcomer
+// pushes out the oldest handshake of the source holding the most slots,
+// never another source's; a handshake that ended leaves its slot, and one
+// pushed out is told so when it ends.
+func TestAdmissionEvictsTheBusiestSource(t *testing.T) {
+	ad := admission{max: 4, bySource: map[string]*list.List{}}
+	member, _ := ad.take(connFrom("10.0.0.1", 1))
+	var strays []*slot
+	for i := range 3 {
+		s, evicted := ad.take(connFrom("10.0.0.9", 100+i))
+		if evicted != nil {
+			t.Fatalf("the pool evicted %v before it was full", evicted.RemoteAddr())
+		}
+		strays = append(strays, s)
+	}
+	for i := range 10 {
+		s, evicted := ad.take(connFrom("10.0.0.9", 200+i))
+		if evicted == nil {
+			t.Fatal("a full pool took a newcomer without a slot")
+		}
+		if evicted.RemoteAddr().String() == member.nc.RemoteAddr().String() {
+			t.Fatalf("newcomer %d pushed out the member", i)
+		}
+		if i < len(strays) && evicted != strays[i].nc {
+			t.Fatalf("newcomer %d pushed out %v, not the oldest stray %v", i, evicted.RemoteAddr(), strays[i].nc.RemoteAddr())
+		}
+		strays = append(strays, s)
+	}
+	if ad.n != 4 {
+		t.Fatalf("%d slots held, want 4", ad.n)
+	}
+	if ad.leave(strays[0]) {
+		t.Fatal("an evicted handshake left the pool as if it held a slot")
+	}
+	if !ad.leave(member) {
+		t.Fatal("the member's handshake lost its slot")
+	}
+	// The same source as the member: the oldest goes first.
+	s, evicted := ad.take(connFrom("10.0.0.1", 2))
+	if evicted != nil {
+		t.Fatalf("a slot was free, yet %v was pushed out", evicted.RemoteAddr())
+	}
+	_, evicted = ad.take(connFrom("10.0.0.9", 300))
+	if evicted == s.nc {
+		t.Fatal("a stray pushed out the only handshake of another source")
+	}
+	if ad.n != 4 || len(ad.bySource) != 2 {
+		t.Fatalf("%d slots over %d sources; want 4 over 2", ad.n, len(ad.bySource))
+	}
+}
+
+// TestAdmissionKeepsHandshakesThatSentAHello: from one source, a
+// handshake whose peer sent a well-formed hello is pushed out only once
+// no silent one is left, however old it is.
+func TestAdmissionKeepsHandshakesThatSentAHello(t *testing.T) {
+	ad := admission{max: 3, bySource: map[string]*list.List{}}
+	member, _ := ad.take(connFrom("127.0.0.1", 1))
+	ad.progressed(member)
+	for i := range 2 {
+		ad.take(connFrom("127.0.0.1", 100+i))
+	}
+	for i := range 20 {
+		if _, evicted := ad.take(connFrom("127.0.0.1", 200+i)); evicted == member.nc {
+			t.Fatalf("newcomer %d pushed out the handshake that sent a hello, with silent ones in the pool", i)
+		}
+	}
+	// Every other slot says hello too: the oldest goes.
+	for _, l := range ad.bySource {
+		for e := l.Front(); e != nil; e = e.Next() {
+			ad.progressed(e.Value.(*slot))
+		}
+	}
+	if _, evicted := ad.take(connFrom("127.0.0.1", 300)); evicted != member.nc {
+		t.Fatalf("with hellos everywhere, %v was pushed out, not the oldest", evicted)
+	}
+}
