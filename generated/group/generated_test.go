@@ -11,7 +11,16 @@ import (
 // messageSamples returns one message of every type, every field set.
 func messageSamples() []Message {
 	return []Message{
-		&Hello{Member: 70000},
+		&Hello{
+			Identity: []byte{0, 1, 255},
+			Member:   70000,
+			View:     "héllo",
+		},
+		&Refusal{
+			Detail: "héllo",
+			Reason: RefusalReasonMalformed,
+			View:   "héllo",
+		},
 		&Ready{},
 		&BarrierReport{
 			Idle:  true,
@@ -43,7 +52,7 @@ func TestControlMessagesDecodeWithoutAllocating(t *testing.T) {
 	}
 	var d Decoder
 	buf := make([]byte, 0, 1024)
-	control := map[Code]bool{CodeHello: true, CodeReady: true}
+	control := map[Code]bool{CodeReady: true}
 	for _, m := range messageSamples() {
 		if !control[m.MessageCode()] {
 			continue

@@ -14,6 +14,7 @@ type Code uint16
 
 const (
 	CodeHello         Code = 1
+	CodeRefusal       Code = 4
 	CodeReady         Code = 3
 	CodeBarrierReport Code = 2
 )
@@ -22,6 +23,8 @@ func (c Code) String() string {
 	switch c {
 	case CodeHello:
 		return "Hello"
+	case CodeRefusal:
+		return "Refusal"
 	case CodeReady:
 		return "Ready"
 	case CodeBarrierReport:
@@ -31,7 +34,7 @@ func (c Code) String() string {
 }
 
 // Codes lists every message code in declaration order.
-var Codes = []Code{CodeHello, CodeReady, CodeBarrierReport}
+var Codes = []Code{CodeHello, CodeRefusal, CodeReady, CodeBarrierReport}
 
 // Message is implemented by a pointer to every message struct.
 type Message interface {
@@ -42,10 +45,22 @@ type Message interface {
 	BodySize() int
 }
 
-// Hello is the first frame a dialer sends on a tcp connection: which
-// member it is (its index in the group's member list).
+// Hello is the first frame each end of a new link sends: which member it
+// is (its index in the group's member list) and the group as it was
+// started there. Over tcp the dialer sends it first and the accepting
+// member answers with its own or with a Refusal; over shared memory both
+// ends send it at once. A link whose ends see different groups is
+// refused by both, so that two members never run on different member
+// lists (where a value's owner would be a different worker on each).
 type Hello struct {
 	Member uint32
+	// The membership in canonical form: each member's name and
+	// transport, in member order ("a=tcp b=shm:x c=tcp").
+	View string
+	// HMAC-SHA256 of view under the group's secret: the group's
+	// identity, which two groups with the same members but different
+	// secrets do not share.
+	Identity []byte
 }
 
 func (m *Hello) MessageCode() Code {
@@ -62,12 +77,16 @@ func (m *Hello) BodySize() int {
 func SizeHello(v *Hello) int {
 	n := 0
 	n += genrt.SizeUvarint(uint64(v.Member))
+	n += genrt.SizeBytes(len(v.View))
+	n += genrt.SizeBytes(len(v.Identity))
 	return n
 }
 
 // AppendHello appends the encoding of v to b.
 func AppendHello(b []byte, v *Hello) []byte {
 	b = genrt.AppendUvarint(b, uint64(v.Member))
+	b = genrt.AppendString(b, string(v.View))
+	b = genrt.AppendBytes(b, v.Identity)
 	return b
 }
 
@@ -81,6 +100,91 @@ func ConsumeHello(b []byte, lim *genrt.Limits) (v Hello, n int, err error) {
 			return v, 0, genrt.Wrap("Hello", "member", off, err)
 		}
 		v.Member = uint32(x)
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Hello", "view", off, err)
+		}
+		v.View = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeBytes(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Hello", "identity", off, err)
+		}
+		v.Identity = x
+		off += k
+	}
+	return v, off, nil
+}
+
+// Refusal is an accepting member's answer to a Hello it does not take;
+// the connection closes after it. It says why, and the accepting member's
+// own view, so that the dialer's error names both.
+type Refusal struct {
+	Reason RefusalReason
+	Detail string
+	View   string
+}
+
+func (m *Refusal) MessageCode() Code {
+	return CodeRefusal
+}
+func (m *Refusal) AppendBody(b []byte) []byte {
+	return AppendRefusal(b, m)
+}
+func (m *Refusal) BodySize() int {
+	return SizeRefusal(m)
+}
+
+// SizeRefusal is the encoded size of v.
+func SizeRefusal(v *Refusal) int {
+	n := 0
+	n += 1
+	n += genrt.SizeBytes(len(v.Detail))
+	n += genrt.SizeBytes(len(v.View))
+	return n
+}
+
+// AppendRefusal appends the encoding of v to b.
+func AppendRefusal(b []byte, v *Refusal) []byte {
+	b = append(b, byte(v.Reason))
+	b = genrt.AppendString(b, string(v.Detail))
+	b = genrt.AppendString(b, string(v.View))
+	return b
+}
+
+// ConsumeRefusal decodes one Refusal from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeRefusal(b []byte, lim *genrt.Limits) (v Refusal, n int, err error) {
+	off := 0
+	{
+		if off >= len(b) {
+			return v, 0, genrt.Wrap("Refusal", "reason", off, genrt.ErrTruncated)
+		}
+		v.Reason = RefusalReason(b[off])
+		off++
+		if !v.Reason.Valid() {
+			return v, 0, genrt.Wrap("Refusal", "reason", off, genrt.ErrBadEnum)
+		}
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Refusal", "detail", off, err)
+		}
+		v.Detail = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Refusal", "view", off, err)
+		}
+		v.View = x
 		off += k
 	}
 	return v, off, nil
@@ -304,6 +408,19 @@ func Decode(b []byte, lim *genrt.Limits) (Message, error) {
 			}
 		}
 		return &v, nil
+	case CodeRefusal:
+		v, n, err := ConsumeRefusal(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "Refusal",
+				Offset:  n,
+			}
+		}
+		return &v, nil
 	case CodeReady:
 		v, n, err := ConsumeReady(body, lim)
 		if err != nil {
@@ -353,6 +470,7 @@ type Decoder struct {
 	resolved         genrt.Limits
 	resolvedFrom     genrt.Limits
 	helloMsg         Hello
+	refusalMsg       Refusal
 	readyMsg         Ready
 	barrierReportMsg BarrierReport
 }
@@ -379,6 +497,20 @@ func (d *Decoder) Decode(b []byte) (Message, error) {
 			}
 		}
 		return &d.helloMsg, nil
+	case CodeRefusal:
+		var n int
+		d.refusalMsg, n, err = ConsumeRefusal(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "Refusal",
+				Offset:  n,
+			}
+		}
+		return &d.refusalMsg, nil
 	case CodeReady:
 		var n int
 		d.readyMsg, n, err = ConsumeReady(body, lim)

@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
-	groupwire "github.com/rrefkit/rref/generated/group"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -17,16 +15,27 @@ import (
 func hostileMember(t *testing.T, ctx context.Context, peers []Peer, transport string) []*fifo.Conn {
 	t.Helper()
 	me := len(peers) - 1
+	plan, err := planGroup(peers, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	conns := make([]*fifo.Conn, me)
 	for j := 0; j < me; j++ {
 		var c *fifo.Conn
 		var err error
 		if transport == "shm" {
-			c, err = fifo.DialSHM(ctx, fmt.Sprintf("rref-%s-%d-%d", peers[j].Addr[len("shm:"):], j, me), secret, fifo.Config{})
+			if plan.role(me, j) == roleCreate {
+				c, err = fifo.ListenSHM(ctx, plan.shmLinkName(me, j), secret, fifo.Config{})
+			} else {
+				c, err = fifo.DialSHM(ctx, plan.shmLinkName(me, j), secret, fifo.Config{})
+			}
+			if err == nil {
+				err = plan.exchange(ctx, c, me, j)
+			}
 		} else {
 			c, err = dialRetry(ctx, peers[j].Addr, secret, fifo.Config{})
 			if err == nil {
-				err = c.Send(ctx, groupwire.AppendFrame(nil, &groupwire.Hello{Member: uint32(me)}))
+				err = plan.introduce(ctx, c, me, j)
 			}
 		}
 		if err != nil {

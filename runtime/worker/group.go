@@ -63,48 +63,41 @@ type Peer struct {
 	// host:port is where the member accepts; fabric members connect only
 	// to fabric members. "fabric:PROVIDER@host:port" names the libfabric
 	// provider ("verbs;ofi_rxm", "efa", "tcp;ofi_rxm", "shm", ...; see
-	// fifo.WithProvider): a link uses the one its accepting member (the
-	// earlier listed) names, and without one libfabric's default choice.
+	// fifo.WithProvider): a link uses the one its accepting member (of
+	// the two, the one whose name sorts first) names, and without one
+	// libfabric's default choice.
 	Addr string
 }
 
 // Start starts worker self of a group spread over processes or hosts. Every
 // member must be given the same peer list, in the same order, and the same
-// secret. Each pair connects once: the member listed first accepts (tcp) or
-// creates the shared memory (shm), the other dials. Start returns once the
-// whole group is up: every link of this worker is connected and every peer
-// has said that all of its own links are too, so a message this worker
-// sends to any member, or that a member sends on its behalf, finds its link
-// (a message for a link not yet up waits for it; none is dropped). When ctx
-// ends first, Start fails with an error naming the members missing.
-// Connections that fail the handshake (strays, garbage, a wrong secret) are
-// refused and logged; they do not stop Start.
+// secret: each link opens with a hello naming the group as its member was
+// started (names, order and transports, bound to the secret), and a link
+// whose ends differ is refused by both, with ErrGroupMismatch naming both
+// lists. Each pair connects once: members of one shm group share memory
+// (the earlier listed creates it); otherwise a member on shared memory
+// alone dials the tcp member, and of two tcp (or fabric) members the later
+// listed dials, so any order and mix of tcp and shm members connects.
+// Start returns once the whole group is up: every link of this worker is
+// connected and every peer has said that all of its own links are too, so
+// a message this worker sends to any member, or that a member sends on its
+// behalf, finds its link (a message for a link not yet up waits for it;
+// none is dropped). When ctx ends first, Start fails with an error naming
+// the members missing. Connections that fail the handshake (strays,
+// garbage, a wrong secret) are refused and logged; they do not stop Start.
+// A member refused by another (its name already connected there, or the
+// group already running) fails at once with ErrNotAdmitted.
 func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Config) (*Worker, error) {
-	names := make([]string, len(peers))
-	me := -1
-	for i, p := range peers {
-		names[i] = p.Name
-		if p.Name == self {
-			me = i
-		}
-	}
-	if err := checkNames(names); err != nil {
+	plan, err := planGroup(peers, secret)
+	if err != nil {
 		return nil, err
 	}
-	for _, p := range peers {
-		if isFabric(p.Addr) != isFabric(peers[0].Addr) {
-			return nil, fmt.Errorf("worker: %s (%s) and %s (%s): a group is on libfabric whole or not at all", peers[0].Name, peers[0].Addr, p.Name, p.Addr)
-		}
-		if isFabric(p.Addr) {
-			if _, _, err := parseFabricAddr(p.Addr); err != nil {
-				return nil, fmt.Errorf("worker: %s: %w", p.Name, err)
-			}
-		}
-	}
+	names := plan.names
+	me := slices.Index(names, self)
 	if me < 0 {
 		return nil, fmt.Errorf("%w %q: not among the peers", ErrUnknownWorker, self)
 	}
-	if err := checkFabricProviders(peers, me); err != nil {
+	if err := checkFabricProviders(plan, me); err != nil {
 		return nil, err
 	}
 	w := newWorker(names, core.WorkerID(me+1), cfg)
@@ -137,24 +130,18 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		w.Close()
 		return nil, err
 	}
-	myAddr := peers[me].Addr
-	needAccept := 0
-	for j := me + 1; j < len(peers); j++ {
-		if !isSHM(peers[j].Addr) || !isSHM(myAddr) {
-			needAccept++
-		}
-	}
-	myProvider, myHostPort, _ := parseFabricAddr(myAddr)
-	if needAccept > 0 && isFabric(myAddr) {
-		ln, err := net.Listen("tcp", myHostPort)
+	mine := plan.addrs[me]
+	needAccept := plan.accepts(me)
+	if needAccept > 0 && mine.kind == kindFabric {
+		ln, err := net.Listen("tcp", mine.hostPort)
 		if err != nil {
-			return fail(fmt.Errorf("worker: listen on %s: %w", myAddr, err))
+			return fail(fmt.Errorf("worker: listen on %s: %w", peers[me].Addr, err))
 		}
 		fabricLn = ln
-	} else if needAccept > 0 && !isSHM(myAddr) {
-		ln, err := net.Listen("tcp", myAddr)
+	} else if needAccept > 0 {
+		ln, err := net.Listen("tcp", mine.hostPort)
 		if err != nil {
-			return fail(fmt.Errorf("worker: listen on %s: %w", myAddr, err))
+			return fail(fmt.Errorf("worker: listen on %s: %w", peers[me].Addr, err))
 		}
 		// Strays, garbage and wrong secrets are dropped by the listener,
 		// each handshake on its own goroutine, and logged here.
@@ -172,7 +159,7 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		if fabricLn != nil {
 			accept = func(ctx context.Context) (*fifo.Conn, error) {
 				for {
-					conn, err := fifo.AcceptFabric(ctx, fabricLn, secret, w.cfg.FIFO, fifo.WithProvider(myProvider))
+					conn, err := fifo.AcceptFabric(ctx, fabricLn, secret, w.cfg.FIFO, fifo.WithProvider(mine.provider))
 					if err == nil || ctx.Err() != nil {
 						return conn, err
 					}
@@ -181,47 +168,46 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 				}
 			}
 		}
-		go func() { errc <- w.acceptMembers(acceptCtx, accept, me, needAccept) }()
+		go func() { errc <- w.acceptMembers(acceptCtx, accept, plan, me, needAccept) }()
 	}
-	for j := range peers {
+	// Links are made in the order of the members' names, each waiting for
+	// its peer (shared memory) or for its listener (tcp), the same order at
+	// every member: no two members can wait for each other.
+	for _, j := range plan.byName {
 		if j == me {
 			continue
 		}
-		if isSHM(peers[j].Addr) && isSHM(myAddr) {
-			lo, hi := min(me, j), max(me, j)
-			name := fmt.Sprintf("rref-%s-%d-%d", strings.TrimPrefix(myAddr, "shm:"), lo, hi)
-			var conn *fifo.Conn
-			var err error
-			if me == lo {
-				conn, err = fifo.ListenSHM(ctx, name, secret, w.cfg.FIFO)
+		var conn *fifo.Conn
+		var err error
+		switch role := plan.role(me, j); role {
+		case roleAccept:
+			continue // it dials us
+		case roleCreate, roleAttach:
+			if role == roleCreate {
+				conn, err = fifo.ListenSHM(ctx, plan.shmLinkName(me, j), secret, w.cfg.FIFO)
 			} else {
-				conn, err = fifo.DialSHM(ctx, name, secret, w.cfg.FIFO)
+				conn, err = fifo.DialSHM(ctx, plan.shmLinkName(me, j), secret, w.cfg.FIFO)
 			}
 			if err != nil {
 				return fail(fmt.Errorf("worker: shared memory with %s: %w", peers[j].Name, err))
 			}
-			w.attach(core.WorkerID(j+1), conn)
-			continue
-		}
-		if j > me {
-			continue // it dials us
-		}
-		var conn *fifo.Conn
-		var err error
-		if isFabric(peers[j].Addr) {
-			provider, hostPort, _ := parseFabricAddr(peers[j].Addr)
-			conn, err = retryDial(ctx, peers[j].Addr, func(ctx context.Context) (*fifo.Conn, error) {
-				return fifo.DialFabric(ctx, hostPort, secret, w.cfg.FIFO, fifo.WithProvider(provider))
-			})
-		} else {
-			conn, err = dialRetry(ctx, peers[j].Addr, secret, w.cfg.FIFO, w.tcpOptions()...)
+			err = plan.exchange(ctx, conn, me, j)
+		case roleDial:
+			if theirs := plan.addrs[j]; theirs.kind == kindFabric {
+				conn, err = retryDial(ctx, peers[j].Addr, func(ctx context.Context) (*fifo.Conn, error) {
+					return fifo.DialFabric(ctx, theirs.hostPort, secret, w.cfg.FIFO, fifo.WithProvider(theirs.provider))
+				})
+			} else {
+				conn, err = dialRetry(ctx, theirs.hostPort, secret, w.cfg.FIFO, w.tcpOptions()...)
+			}
+			if err != nil {
+				return fail(fmt.Errorf("worker: connect to %s: %w", peers[j].Name, err))
+			}
+			err = plan.introduce(ctx, conn, me, j)
 		}
 		if err != nil {
-			return fail(fmt.Errorf("worker: connect to %s: %w", peers[j].Name, err))
-		}
-		if err := conn.Send(ctx, groupwire.AppendFrame(nil, &groupwire.Hello{Member: uint32(me)})); err != nil {
 			conn.Close()
-			return fail(fmt.Errorf("worker: introduce this worker to %s: %w", peers[j].Name, err))
+			return fail(err)
 		}
 		w.attach(core.WorkerID(j+1), conn)
 	}
@@ -241,8 +227,12 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	}
 	// The listener stays open for the worker's life: a tcp link whose
 	// connection breaks is dialed again through it and resumes (a closed
-	// listener would turn every reset into a dead peer).
-	w.listener = tl
+	// listener would turn every reset into a dead peer). A new member that
+	// dials it is refused with the reason.
+	if tl != nil {
+		w.listener = tl
+		w.gs.start(func() { w.refuseLate(tl, plan, me) })
+	}
 	return w, nil
 }
 
@@ -254,35 +244,96 @@ func (w *Worker) tcpOptions() []fifo.TCPOption {
 	return nil
 }
 
-// acceptMembers accepts the n members listed after this one (index me).
-// A member that introduces itself wrongly is refused and logged, and
-// accepting goes on (the listener already drops strays): nothing from
-// outside the group must stop it.
-func (w *Worker) acceptMembers(ctx context.Context, accept func(context.Context) (*fifo.Conn, error), me, n int) error {
+// acceptMembers accepts the n members that dial this one (index me). A
+// member that introduces itself wrongly is refused, told why, and logged,
+// and accepting goes on (the listener already drops strays): nothing from
+// outside the group must stop it. A member of a different group fails
+// Start: the two were started on different member lists, and both must
+// hear of it at once.
+func (w *Worker) acceptMembers(ctx context.Context, accept func(context.Context) (*fifo.Conn, error), plan *groupPlan, me, n int) error {
+	connected := func(id int) bool { return w.conn(core.WorkerID(id+1)) != nil }
 	for n > 0 {
 		conn, err := accept(ctx)
 		if err != nil {
 			return fmt.Errorf("worker: not every peer connected: %w", err)
 		}
-		id, err := readHello(ctx, conn, len(w.names))
-		switch {
-		case err == nil && id <= me:
-			err = fmt.Errorf("member #%d should not dial #%d", id, me)
-		case err == nil && w.conn(core.WorkerID(id+1)) != nil:
-			err = fmt.Errorf("%s is already connected", w.names[id])
+		id, err := w.admit(ctx, conn, plan, me, connected)
+		if errors.Is(err, ErrGroupMismatch) {
+			return err
 		}
 		if err != nil {
-			conn.Close()
 			if ctx.Err() != nil {
 				return fmt.Errorf("worker: not every peer connected: %w", ctx.Err())
 			}
-			w.cfg.Logger.Warn("rref connection refused", "worker", w.name, "err", fmt.Errorf("worker: a peer's introduction: %w", err))
+			w.cfg.Logger.Warn("rref connection refused", "worker", w.name, "err", err)
 			continue
 		}
 		w.attach(core.WorkerID(id+1), conn)
 		n--
 	}
 	return nil
+}
+
+// admit reads a dialer's hello and answers it: this member's hello when
+// it is taken (the caller attaches conn), or a refusal saying why (conn is
+// closed).
+func (w *Worker) admit(ctx context.Context, conn *fifo.Conn, plan *groupPlan, me int, connected func(int) bool) (int, error) {
+	m, err := readGroupFrame(ctx, conn)
+	var id int
+	var reason groupwire.RefusalReason
+	if err != nil {
+		reason = groupwire.RefusalReasonMalformed
+	} else {
+		id, reason, err = plan.admission(m, me, connected)
+	}
+	if err != nil {
+		conn.Send(ctx, plan.refusal(reason, err.Error())) // best effort: it may be gone
+		conn.Close()
+		return -1, err
+	}
+	if err := conn.Send(ctx, plan.helloFrame(me)); err != nil {
+		conn.Close()
+		return -1, fmt.Errorf("worker: answer %s's hello: %w", plan.names[id], err)
+	}
+	return id, nil
+}
+
+// refuseLate answers the members that dial this one once the group has
+// started, for the worker's life: a second process under a member's name,
+// a member restarted after a crash, a member of another group. Each hears
+// why at once, rather than waiting for its Start to time out.
+func (w *Worker) refuseLate(tl *fifo.TCPListener, plan *groupPlan, me int) {
+	for {
+		conn, err := tl.Accept(w.ctx)
+		if err != nil {
+			return // closed
+		}
+		if !w.gs.start(func() { w.refuseOne(conn, plan, me) }) {
+			conn.Close()
+			return
+		}
+	}
+}
+
+func (w *Worker) refuseOne(conn *fifo.Conn, plan *groupPlan, me int) {
+	m, err := readGroupFrame(w.ctx, conn)
+	reason := groupwire.RefusalReasonMalformed
+	if err == nil {
+		var id int
+		id, reason, err = plan.admission(m, me, func(int) bool { return false })
+		if err == nil {
+			reason = groupwire.RefusalReasonGroupRunning
+			if w.conn(core.WorkerID(id+1)) != nil && !w.peerIsFailed(core.WorkerID(id+1)) {
+				reason = groupwire.RefusalReasonMemberConnected
+				err = fmt.Errorf("worker: %s is already connected to %s (a second process named %s, or %s restarted before %s saw it fail)", plan.names[id], plan.names[me], plan.names[id], plan.names[id], plan.names[me])
+			} else {
+				err = fmt.Errorf("worker: the group has started and %s's link to %s is gone for good: a member cannot rejoin a running group under its name", plan.names[id], plan.names[me])
+			}
+		}
+	}
+	conn.Send(w.ctx, plan.refusal(reason, err.Error())) // best effort: it may be gone
+	conn.Close()
+	w.cfg.Logger.Warn("rref connection refused", "worker", w.name, "err", err)
 }
 
 // readyFrame is the frame by which a member says that all of its links are
@@ -350,27 +401,31 @@ func isSHM(addr string) bool { return strings.HasPrefix(addr, "shm:") }
 func isFabric(addr string) bool { return strings.HasPrefix(addr, "fabric:") }
 
 // checkFabricProviders makes sure this host has every provider member me
-// will use: its own (its links to later members) and those the earlier
-// members name (its links to them). A missing one would otherwise show as
-// a peer that never answers, its acceptor having refused the connection.
-func checkFabricProviders(peers []Peer, me int) error {
-	if !isFabric(peers[me].Addr) {
+// will use: its own (its links to the members that dial it) and those of
+// the members it dials. A missing one would otherwise show as a peer that
+// never answers, its acceptor having refused the connection.
+func checkFabricProviders(plan *groupPlan, me int) error {
+	if plan.addrs[me].kind != kindFabric {
 		return nil
 	}
 	var here []string
-	for i, p := range peers[:me+1] {
-		provider, _, _ := parseFabricAddr(p.Addr)
-		if provider == "" || i == me && me == len(peers)-1 {
-			continue // libfabric's default; or the last member's own, which no link uses
+	for i, a := range plan.addrs {
+		switch {
+		case a.provider == "": // libfabric's default
+			continue
+		case i == me && plan.accepts(me) == 0: // its own, which no link uses
+			continue
+		case i != me && plan.role(me, i) != roleDial: // the link uses me's
+			continue
 		}
 		if here == nil {
 			var err error
 			if here, err = fifo.FabricProviders(); err != nil {
-				return fmt.Errorf("worker: %s names fabric provider %q: %w", p.Name, provider, err)
+				return fmt.Errorf("worker: %s names fabric provider %q: %w", plan.names[i], a.provider, err)
 			}
 		}
-		if !slices.Contains(here, provider) {
-			return fmt.Errorf("worker: %s names fabric provider %q, which libfabric does not offer on this host (it offers %s)", p.Name, provider, strings.Join(here, ", "))
+		if !slices.Contains(here, a.provider) {
+			return fmt.Errorf("worker: %s names fabric provider %q, which libfabric does not offer on this host (it offers %s)", plan.names[i], a.provider, strings.Join(here, ", "))
 		}
 	}
 	return nil
@@ -394,25 +449,6 @@ func parseFabricAddr(addr string) (provider, hostPort string, err error) {
 		return "", "", fmt.Errorf("worker: fabric address %q: %w", addr, err)
 	}
 	return provider, hostPort, nil
-}
-
-func readHello(ctx context.Context, conn *fifo.Conn, n int) (int, error) {
-	b, err := conn.Recv(ctx, nil)
-	if err != nil {
-		return -1, err
-	}
-	m, err := groupwire.Decode(b, nil)
-	if err != nil {
-		return -1, fmt.Errorf("malformed hello: %w", err)
-	}
-	h, ok := m.(*groupwire.Hello)
-	if !ok {
-		return -1, fmt.Errorf("a %v frame where a hello belongs", m.MessageCode())
-	}
-	if int64(h.Member) >= int64(n) {
-		return -1, errors.New("hello names no member")
-	}
-	return int(h.Member), nil
 }
 
 // dialRetry dials until the peer listens or ctx ends: members of a group
