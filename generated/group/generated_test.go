@@ -28,6 +28,10 @@ func messageSamples() []Message {
 			Sent:  []uint64{1099511627776, 1099511627776},
 			Taken: []uint64{1099511627776, 1099511627776},
 		},
+		&Fence{
+			Member: 70000,
+			Reason: "héllo",
+		},
 	}
 }
 

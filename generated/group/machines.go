@@ -67,6 +67,9 @@ const (
 	MemberOnReport MemberEvent = 3
 	// The member is closed without the barrier (Close, a crash).
 	MemberOnClose MemberEvent = 4
+	// The group fenced this member (a Fence naming it).
+	// Payload: Fence.
+	MemberOnFenced MemberEvent = 5
 )
 
 func (e MemberEvent) String() string {
@@ -81,22 +84,24 @@ func (e MemberEvent) String() string {
 		return "Report"
 	case MemberOnClose:
 		return "Close"
+	case MemberOnFenced:
+		return "Fenced"
 	}
 	return "MemberEvent(" + strconv.Itoa(int(e)) + ")"
 }
 
 // memberTable is indexed [state][event]: 0 illegal, 1 ignored, k+2 moves to state k.
-var memberTable = [3][5]uint8{
-	{3, 0, 0, 1, 4},
-	{0, 3, 4, 1, 4},
-	{0, 0, 0, 1, 1},
+var memberTable = [3][6]uint8{
+	{3, 0, 0, 1, 4, 4},
+	{0, 3, 4, 1, 4, 4},
+	{0, 0, 0, 1, 1, 1},
 }
 
 // StepMember applies event e in state s. It returns the next state and whether the
 // transition moved or was explicitly ignored; an event the spec neither handles nor
 // ignores in s returns a *genrt.TransitionError and leaves the state unchanged.
 func StepMember(s MemberState, e MemberEvent) (MemberState, genrt.Outcome, error) {
-	if int(s) >= 3 || int(e) >= 5 {
+	if int(s) >= 3 || int(e) >= 6 {
 		return s, 0, &genrt.TransitionError{
 			Event:   e.String(),
 			Machine: "Member",
@@ -123,6 +128,12 @@ func StepMemberOnReport(s MemberState, m *BarrierReport) (MemberState, genrt.Out
 	return StepMember(s, MemberOnReport)
 }
 
+// StepMemberOnFenced is StepMember with event Fenced, which carries a Fence: the argument's type
+// chooses the event.
+func StepMemberOnFenced(s MemberState, m *Fence) (MemberState, genrt.Outcome, error) {
+	return StepMember(s, MemberOnFenced)
+}
+
 // StepMemberOnMessage steps machine Member with the event a decoded message is. A message
 // no event carries, or that several do (call their typed steps), is an illegal
 // transition in every state.
@@ -130,6 +141,8 @@ func StepMemberOnMessage(s MemberState, m Message) (MemberState, genrt.Outcome, 
 	switch m.(type) {
 	case *BarrierReport:
 		return StepMember(s, MemberOnReport)
+	case *Fence:
+		return StepMember(s, MemberOnFenced)
 	}
 	event := "no message"
 	if m != nil {
@@ -170,6 +183,11 @@ var MemberMachine = genrt.MachineInfo{
 			Doc:     "The member is closed without the barrier (Close, a crash).",
 			Name:    "Close",
 			Payload: "",
+		},
+		{
+			Doc:     "The group fenced this member (a Fence naming it).",
+			Name:    "Fenced",
+			Payload: "Fence",
 		},
 	},
 	Name: "Member",
@@ -223,6 +241,16 @@ var MemberMachine = genrt.MachineInfo{
 			To:    "closed",
 		},
 		{
+			Event: "Fenced",
+			From:  "running",
+			To:    "closed",
+		},
+		{
+			Event: "Fenced",
+			From:  "leaving",
+			To:    "closed",
+		},
+		{
 			Event: "Report",
 			From:  "running",
 			To:    "",
@@ -239,6 +267,11 @@ var MemberMachine = genrt.MachineInfo{
 		},
 		{
 			Event: "Close",
+			From:  "closed",
+			To:    "",
+		},
+		{
+			Event: "Fenced",
 			From:  "closed",
 			To:    "",
 		},

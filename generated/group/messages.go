@@ -17,6 +17,7 @@ const (
 	CodeRefusal       Code = 4
 	CodeReady         Code = 3
 	CodeBarrierReport Code = 2
+	CodeFence         Code = 5
 )
 
 func (c Code) String() string {
@@ -29,12 +30,14 @@ func (c Code) String() string {
 		return "Ready"
 	case CodeBarrierReport:
 		return "BarrierReport"
+	case CodeFence:
+		return "Fence"
 	}
 	return "Code(" + strconv.Itoa(int(c)) + ")"
 }
 
 // Codes lists every message code in declaration order.
-var Codes = []Code{CodeHello, CodeRefusal, CodeReady, CodeBarrierReport}
+var Codes = []Code{CodeHello, CodeRefusal, CodeReady, CodeBarrierReport, CodeFence}
 
 // Message is implemented by a pointer to every message struct.
 type Message interface {
@@ -336,6 +339,69 @@ func ConsumeBarrierReport(b []byte, lim *genrt.Limits) (v BarrierReport, n int, 
 	return v, off, nil
 }
 
+// Fence says that the sender has taken a member for dead, for good. Each
+// link decides a peer's death on its own (a heartbeat over shared memory,
+// the kernel's keepalives over tcp), so a member paused past DeadAfter
+// can be dead for some links and alive for others; the protocol's
+// reclaiming assumes every member learns of each death. So the first
+// member to fence one tells every other, each fences it in turn and
+// tells the rest, and the member is fenced by the whole group. The
+// fenced member itself, if it hears this, stops: its peers have reclaimed
+// its references, and it must not run on split from them.
+type Fence struct {
+	Member uint32
+	// Why the member that first fenced it did so.
+	Reason string
+}
+
+func (m *Fence) MessageCode() Code {
+	return CodeFence
+}
+func (m *Fence) AppendBody(b []byte) []byte {
+	return AppendFence(b, m)
+}
+func (m *Fence) BodySize() int {
+	return SizeFence(m)
+}
+
+// SizeFence is the encoded size of v.
+func SizeFence(v *Fence) int {
+	n := 0
+	n += genrt.SizeUvarint(uint64(v.Member))
+	n += genrt.SizeBytes(len(v.Reason))
+	return n
+}
+
+// AppendFence appends the encoding of v to b.
+func AppendFence(b []byte, v *Fence) []byte {
+	b = genrt.AppendUvarint(b, uint64(v.Member))
+	b = genrt.AppendString(b, string(v.Reason))
+	return b
+}
+
+// ConsumeFence decodes one Fence from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeFence(b []byte, lim *genrt.Limits) (v Fence, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint32)
+		if err != nil {
+			return v, 0, genrt.Wrap("Fence", "member", off, err)
+		}
+		v.Member = uint32(x)
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Fence", "reason", off, err)
+		}
+		v.Reason = x
+		off += k
+	}
+	return v, off, nil
+}
+
 // FrameVersion is the first byte of every frame of this protocol.
 const FrameVersion = 183
 
@@ -447,6 +513,19 @@ func Decode(b []byte, lim *genrt.Limits) (Message, error) {
 			}
 		}
 		return &v, nil
+	case CodeFence:
+		v, n, err := ConsumeFence(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "Fence",
+				Offset:  n,
+			}
+		}
+		return &v, nil
 	}
 	return nil, &genrt.DecodeError{
 		Err:     genrt.ErrUnknownCode,
@@ -473,6 +552,7 @@ type Decoder struct {
 	refusalMsg       Refusal
 	readyMsg         Ready
 	barrierReportMsg BarrierReport
+	fenceMsg         Fence
 }
 
 // Decode decodes one whole frame, as the package-level Decode does.
@@ -539,6 +619,20 @@ func (d *Decoder) Decode(b []byte) (Message, error) {
 			}
 		}
 		return &d.barrierReportMsg, nil
+	case CodeFence:
+		var n int
+		d.fenceMsg, n, err = ConsumeFence(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "Fence",
+				Offset:  n,
+			}
+		}
+		return &d.fenceMsg, nil
 	}
 	return nil, &genrt.DecodeError{
 		Err:     genrt.ErrUnknownCode,

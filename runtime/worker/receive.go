@@ -414,6 +414,8 @@ func (w *Worker) takeGroupFrame(from core.WorkerID, frame []byte) {
 		w.peerReady(from)
 	case *groupwire.BarrierReport:
 		w.takeBarrier(from, m)
+	case *groupwire.Fence:
+		w.takeFence(from, m)
 	default:
 		if err == nil {
 			err = fmt.Errorf("unexpected %v frame", m.MessageCode())

@@ -74,6 +74,11 @@ type Config struct {
 	// it: fetches from it failed, its references reclaimed. It runs on a
 	// goroutine of the worker's; it must not block.
 	OnPeerFailed func(peer string, err error)
+	// OnFenced, when set, is told if the group fenced this worker: a peer
+	// took it for dead (it was paused past FIFO.DeadAfter, say) and every
+	// member has reclaimed its references. The worker closes right after.
+	// It runs on a goroutine of the worker's; it must not block.
+	OnFenced func(err error)
 	// Setup, when set, runs on each new worker before any peer is connected:
 	// register functions here, so no call can arrive before its function.
 	Setup func(w *Worker)
@@ -164,6 +169,7 @@ type Worker struct {
 	gs       *goroutines // the worker's own; Close waits for them
 	closed   atomic.Bool
 	leaving  atomic.Bool // in Shutdown
+	fenced   atomic.Bool // the group fenced it (fence.go)
 	// GOMAXPROCS > 1, read at start and by the sweeper (reading it takes
 	// the scheduler's lock): callers poll only then.
 	multiProc atomic.Bool
@@ -545,6 +551,9 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 		w.cfg.Logger.Info("peer closed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
 	default:
 		w.cfg.Logger.Warn("peer failed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
+	}
+	if !(errors.Is(cause, fifo.ErrClosed) && w.leaving.Load()) {
+		w.announceFence(id, cause)
 	}
 	if conn := w.conn(id); conn != nil {
 		conn.Close()
