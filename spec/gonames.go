@@ -112,6 +112,18 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 	if p.Name == "_" {
 		r.errorf(protocolPos, "protocol name \"_\" is not a Go package name")
 	}
+	// Names Go accepts in a package clause that no one can use: the
+	// compiler refuses to import a package as init, the go command skips
+	// a package named documentation, and reads the generated tests of a
+	// package named x_test as the external tests of a package x.
+	switch {
+	case p.Name == "init":
+		r.errorf(protocolPos, "protocol name \"init\" would make a package no one can import (Go keeps init for functions)")
+	case p.Name == "documentation":
+		r.errorf(protocolPos, "protocol name \"documentation\" would make a package the go command ignores")
+	case strings.HasSuffix(p.Name, "_test"):
+		r.errorf(protocolPos, "protocol name %q ends in _test: the go command would read the generated tests as a second package", p.Name)
+	}
 	// Sized for every identifier the package will declare: grown one
 	// insertion at a time, a spec of 100,000 structs spent a third of its
 	// check rehashing.
