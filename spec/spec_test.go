@@ -156,6 +156,9 @@ func TestDocCommentsAttach(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add(RRefSource)
+	for _, c := range lineEndCases {
+		f.Add([]byte(c.src))
+	}
 	if ar, err := txtar.ParseFile(filepath.Join("testdata", "invalid.txtar")); err == nil {
 		for _, file := range ar.Files {
 			if strings.HasSuffix(file.Name, ".rspec") {
