@@ -259,6 +259,28 @@ func TestGenPkgAndInitialisms(t *testing.T) {
 	}
 }
 
+// TestGenPkgDoesNotNameThePackage: the package is named by the protocol,
+// whatever -pkg's last element, and gen -h says so (it once said the last
+// element named it).
+func TestGenPkgDoesNotNameThePackage(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "vms.rspec"), []byte("protocol vms;\nversion 1;\nmessage A = 1 { x: u8; }\n"), 0o644)
+	if code, out, errs := run(t, dir, "gen", "-out", "out", "-pkg", "example.com/x/other", "vms.rspec"); code != ExitOK {
+		t.Fatalf("gen: %d %q %q", code, out, errs)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "out", "messages.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `package vms // import "example.com/x/other"`; !strings.Contains(string(data), want) {
+		t.Errorf("messages.go lacks %q", want)
+	}
+	_, help, _ := run(t, dir, "gen", "-h")
+	if strings.Contains(help, "last element names") || !strings.Contains(help, "the package's name is the protocol's") {
+		t.Errorf("gen -h misnames what names the package:\n%s", help)
+	}
+}
+
 // TestHelpAndFlagPlacement: every command's -h prints its help once, on
 // stdout, and exits 0 (bench too); help CMD is CMD -h; flags may follow the
 // spec files; a bad flag is named once on stderr; a missing scenario file
