@@ -49,7 +49,8 @@ type search[M Model[M]] struct {
 
 	mu        sync.Mutex // guards the fields below
 	failed    bool
-	failing   []int // the first failing schedule found
+	failing   []int      // the first failing schedule found
+	failedBy  *Violation // what failed on it, when a panic: the model's Violation says nothing
 	truncated string
 	reported  time.Duration // when Progress was last told
 	lastGC    time.Time     // when overMemory last collected
@@ -65,11 +66,12 @@ func (s *search[M]) halt(why string) {
 	s.stop.Store(true)
 }
 
-// fail stops the search for a violation found at the end of path.
-func (s *search[M]) fail(path []int) {
+// fail stops the search for a violation found at the end of path: v, or
+// when v is nil the model's own.
+func (s *search[M]) fail(path []int, v *Violation) {
 	s.mu.Lock()
 	if !s.failed {
-		s.failed, s.failing = true, slices.Clone(path)
+		s.failed, s.failing, s.failedBy = true, slices.Clone(path), v
 		s.truncated = ""
 	}
 	s.mu.Unlock()
@@ -103,14 +105,21 @@ func (w *worker[M]) checkBounds(depth int) bool {
 		return false
 	}
 	if s.opt.Progress != nil {
-		s.mu.Lock()
-		if now-s.reported >= ProgressEvery {
-			s.reported = now
-			s.opt.Progress(int(s.memo.size.Load()), now)
-		}
-		s.mu.Unlock()
+		s.progress(now)
 	}
 	return true
+}
+
+// progress tells Options.Progress of the search, at most every
+// ProgressEvery. The lock is released however the callback returns: a
+// panic in it is recovered as a failure, which takes the lock.
+func (s *search[M]) progress(now time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now-s.reported >= ProgressEvery {
+		s.reported = now
+		s.opt.Progress(int(s.memo.size.Load()), now)
+	}
 }
 
 // overMemory is called when the heap holds more than the bound: it
@@ -201,7 +210,7 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		return memoEntry{}
 	}
 	if m.Violation() != nil {
-		s.fail(w.path)
+		s.fail(w.path, nil)
 		return memoEntry{}
 	}
 	w.buf = m.AppendState(w.buf[:0])
@@ -250,7 +259,7 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 	if len(choices) == 0 {
 		m.CheckEnd()
 		if m.Violation() != nil {
-			s.fail(w.path)
+			s.fail(w.path, nil)
 			return memoEntry{}
 		}
 		e := memoEntry{schedules: 1}
@@ -277,6 +286,9 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		// a state with one choice then costs no copy at all.
 		top := len(w.sleep)
 		reorder := w.reorder && top > lo && s.memo.size.Load() > int64(s.opt.ReorderAfter)
+		// The step is on the path before the model's calls that take it:
+		// a panic in them is blamed on it.
+		w.path = append(w.path, pos)
 		n := m
 		cloned := i < len(take)-1 || reorder
 		if cloned {
@@ -284,7 +296,6 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		}
 		n.Step(choices[pos])
 		s.steps.Add(1)
-		w.path = append(w.path, pos)
 		commutes := w.reduce && events[pos].commutes
 		if commutes {
 			// The child's sleep set: what sleeps here, or was taken here
@@ -395,6 +406,14 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A panic in the model's code fails the search on the
+				// schedule that met it: dfs puts a step on w.path before
+				// taking it, and the unwinding leaves the path as it was.
+				if v := recover(); v != nil {
+					s.fail(w.path, panicked(v))
+				}
+			}()
 			total := w.dfs(m, 0, 0)
 			if !s.stop.Load() {
 				once.Do(func() { r.Schedules = total.schedules })
@@ -428,20 +447,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	if s.failed {
 		r.States = entered
 		r.Schedules = 0
-		if !shortest(start, opt, began, &r) || r.Violation == nil {
-			// The shortest schedule is beyond the bounds, or the
-			// breadth-first search did not meet the failure again: report
-			// the one the depth-first search found.
-			res := Replay(start, s.failing)
-			r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, s.failing
-		}
-		if r.Violation == nil {
-			// Found, and gone on replay: the model's steps depend on more
-			// than its schedule. That is a failure too, never a pass.
-			r.Violation = &Violation{Invariant: "replay", Detail: fmt.Sprintf(
-				"a violation was found on schedule %s but its replay does not meet it: the model is not a function of its schedule (a step reads state outside the model, or a cache went stale)",
-				formatSchedule(s.failing))}
-		}
+		reportShortest(start, opt, began, s.failing, s.failedBy, &r)
 		return r
 	}
 	r.Truncated = s.truncated
@@ -452,66 +458,133 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	return r
 }
 
+// reportShortest sets r's violation, trace and schedule from failing, the
+// schedule the depth-first search failed on (met: what failed, for a
+// panic), or from a shorter one the breadth-first search finds, and says
+// whether the schedule reported is the shortest that fails.
+func reportShortest[M Model[M]](start func() M, opt Options, began time.Time, failing []int, met *Violation, r *Result) {
+	path, found, why := shortest(start, opt, began, len(failing))
+	if found {
+		if res, ok := confirm(start, path, nil); ok {
+			r.Violation, r.Trace, r.Schedule, r.Shortest = res.Violation, res.Trace, path, true
+			return
+		}
+		why = fmt.Sprintf("schedule %s failed in the breadth-first search but not on replay", formatSchedule(path))
+	}
+	res, ok := confirm(start, failing, met)
+	r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, failing
+	switch {
+	case ok:
+		r.Shortest, r.NotShortest = why == "", why
+	case why == "":
+		r.NotShortest = "the failure does not replay"
+	default:
+		r.NotShortest = "the failure does not replay; " + why
+	}
+}
+
 type bfsNode[M any] struct {
 	m      M
 	parent int
 	choice int // position in the parent's Choices()
+	depth  int // steps from the start
 }
 
-// shortest finds the shortest failing schedule breadth-first, within the
-// search's bounds (the time bound counts from began); it reports whether it
-// found one.
-func shortest[M Model[M]](start func() M, opt Options, began time.Time, r *Result) bool {
+// shortest searches breadth-first, within the search's bounds (the time
+// bound counts from began), for a schedule of at most longest steps that
+// fails, and returns the first it finds, a shortest. It searches to
+// longest, not short of it, so that which of several shortest schedules
+// is reported does not depend on the depth-first search's workers. Without
+// one, why is empty when every shorter schedule passes, and otherwise says
+// what stopped the search and what it showed. A panic in the model's code
+// fails the schedule it was met on.
+func shortest[M Model[M]](start func() M, opt Options, began time.Time, longest int) (path []int, found bool, why string) {
+	if longest == 0 {
+		return nil, false, "" // the start fails: nothing is shorter
+	}
 	hash := newHasher()
-	nodes := []bfsNode[M]{{m: start(), parent: -1}}
-	seen := map[stateKey]bool{}
-	var buf []byte
+	var (
+		nodes   []bfsNode[M]
+		seen    = map[stateKey]bool{}
+		buf     []byte
+		choices []int // the model may reuse its slice in a child's Choices
+		// at is the node being expanded and pos the choice taken from it
+		// (-1: none yet), for the schedule a panic is blamed on.
+		at, pos = -1, -1
+	)
 	pathTo := func(i int, last ...int) []int {
-		path := slices.Clone(last)
-		for j := i; nodes[j].parent >= 0; j = nodes[j].parent {
-			path = append([]int{nodes[j].choice}, path...)
+		var path []int
+		for j := i; j >= 0 && nodes[j].parent >= 0; j = nodes[j].parent {
+			path = append(path, nodes[j].choice)
 		}
-		return path
+		slices.Reverse(path)
+		return append(path, last...)
 	}
-	found := func(path []int) bool {
-		res := Replay(start, path)
-		r.Violation, r.Trace, r.Schedule = res.Violation, res.Trace, path
-		return true
-	}
-	for i := 0; i < len(nodes) && len(seen) < opt.MaxStates; i++ {
-		if opt.Timeout > 0 && time.Since(began) > opt.Timeout {
-			return false
+	defer func() {
+		if v := recover(); v != nil {
+			path, found, why = pathTo(at), true, ""
+			if pos >= 0 {
+				path = append(path, pos)
+			}
 		}
-		if i%memoryEvery == 0 && heapBytes() > opt.MaxMemory {
-			return false
-		}
-		m := nodes[i].m
-		choices := m.Choices()
-		if len(choices) == 0 {
-			m.CheckEnd()
-		}
+	}()
+	// enter checks a state reached by a schedule of depth steps and keeps
+	// it to expand if its successors are no longer than longest; it reports
+	// whether the state fails. The violation is checked before the state
+	// is de-duplicated, since the state may have been reached before
+	// without one; the end checks when the state is entered, so that a
+	// failing end is found before longer schedules are.
+	enter := func(m M, parent, choice, depth int) bool {
 		if m.Violation() != nil {
-			return found(pathTo(i))
+			return true
 		}
-		for pos, c := range choices {
+		buf = m.AppendState(buf[:0])
+		k := hash.key(buf)
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		if len(m.Choices()) == 0 {
+			m.CheckEnd()
+			return m.Violation() != nil
+		}
+		if depth < longest {
+			nodes = append(nodes, bfsNode[M]{m: m, parent: parent, choice: choice, depth: depth})
+		}
+		return false
+	}
+	if enter(start(), -1, 0, 0) {
+		return nil, true, ""
+	}
+	for at = 0; at < len(nodes); at++ {
+		passed := nodes[at].depth // every schedule this long passes
+		if len(seen) >= opt.MaxStates {
+			why = fmt.Sprintf("state bound %d", opt.MaxStates)
+		} else if opt.Timeout > 0 && time.Since(began) > opt.Timeout {
+			why = fmt.Sprintf("time bound %v", opt.Timeout)
+		} else if at%memoryEvery == 0 && heapBytes() > opt.MaxMemory {
+			why = fmt.Sprintf("memory bound %d MiB", opt.MaxMemory>>20)
+		}
+		if why != "" && passed+1 >= longest {
+			return nil, false, "" // what is left is no shorter than the schedule in hand
+		}
+		if why != "" {
+			return nil, false, fmt.Sprintf("the breadth-first search for a shorter failing schedule stopped at the %s with every schedule of up to %d steps passing: the shortest has %d to %d",
+				why, passed, passed+1, longest)
+		}
+		m := nodes[at].m
+		choices = append(choices[:0], m.Choices()...)
+		for p, c := range choices {
+			pos = p
 			n := m.Clone()
 			n.Step(c)
-			if n.Violation() != nil {
-				// The violation is on this edge: report it before the
-				// de-duplication below, since the state it leads into may
-				// have been reached before without one.
-				return found(pathTo(i, pos))
+			if enter(n, at, p, nodes[at].depth+1) {
+				return pathTo(at, p), true, ""
 			}
-			buf = n.AppendState(buf[:0])
-			k := hash.key(buf)
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			nodes = append(nodes, bfsNode[M]{m: n, parent: i, choice: pos})
 		}
+		pos = -1
 		var zero M
-		nodes[i].m = zero // free what is no longer needed
+		nodes[at].m = zero // free what is no longer needed
 	}
-	return false
+	return nil, false, ""
 }

@@ -2,7 +2,9 @@
 // through every order of its nondeterministic steps (or through seeded
 // random and PCT schedules), checks the system's invariants on every step
 // and its end checks on every final state, and reports the shortest
-// schedule that breaks one, replayable step by step.
+// schedule that breaks one, replayable step by step (or, when a bound
+// stopped its search for the shortest, says so and why). A panic in the
+// model's code is a violation too, reported with its schedule and stack.
 //
 // It knows nothing of any protocol. A system is explored through the
 // [Model] interface: what may happen next, how to take one step, how to
@@ -19,6 +21,8 @@ package explore
 
 import (
 	"fmt"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -68,9 +72,46 @@ type Recycler interface {
 
 // Violation is a broken invariant or a failed expectation.
 type Violation struct {
-	Invariant string // the model's name for it ("S1", "L2", "mutex", "expect")
+	Invariant string // the model's name for it ("S1", "L2", "mutex", "expect"), or PanicInvariant
 	Line      int    // the line of the model's script to blame, when there is one
 	Detail    string
+	// Stack is, for a panic in the model's code, the stack of the
+	// goroutine that panicked, as runtime/debug.Stack gives it.
+	Stack string
+}
+
+// PanicInvariant names the violation a panic in the model's code becomes
+// (in Step, Clone, Choices, AppendState, or a monitor run by Violation or
+// CheckEnd): the search stops there and reports the schedule that led to
+// it, instead of the panic ending the process.
+const PanicInvariant = "panic"
+
+// panicked makes the violation for value, recovered from a panic in the
+// model's code. It must run in the deferred call that recovered, so that
+// the stack is still the one that panicked.
+func panicked(value any) *Violation {
+	return &Violation{Invariant: PanicInvariant, Detail: fmt.Sprintf("the model panicked in %s: %v", raiser(), value), Stack: string(debug.Stack())}
+}
+
+// raiser names the function that raised the panic being recovered: the
+// first frame below the runtime's panic machinery.
+func raiser() string {
+	var pcs [64]uintptr // deep enough for the deferred call, the runtime's frames and the raiser
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs[:])])
+	inPanic := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			inPanic = true
+		case inPanic && !strings.HasPrefix(f.Function, "runtime."):
+			name := f.Function[strings.LastIndexByte(f.Function, '/')+1:]
+			return fmt.Sprintf("%s (%s:%d)", name, f.File[strings.LastIndexByte(f.File, '/')+1:], f.Line)
+		}
+		if !more {
+			return "the model's code"
+		}
+	}
 }
 
 func (v *Violation) Error() string {
@@ -187,10 +228,18 @@ type Result struct {
 	Transitions int64
 	Duration    time.Duration
 	Violation   *Violation
-	Trace       []string // the shortest failing schedule found, step by step
+	Trace       []string // the failing schedule, step by step: the shortest when Shortest is set
 	Schedule    []int    // the same as choice positions, for Replay
-	Seed        int64    // the walk's seed, for random and pct failures
-	Truncated   string   // why exploration stopped early, if it did: the result is then incomplete
+	// Shortest reports that no schedule fails in fewer steps than
+	// Schedule: the exhaustive search looked for a shorter one breadth
+	// first and proved there is none. For a failure Explore reports
+	// without it, NotShortest says why: the breadth-first search stopped
+	// at a bound (and how long the shortest may be), the failure does not
+	// replay, or the mode (random, pct) does not look for the shortest.
+	Shortest    bool
+	NotShortest string
+	Seed        int64  // the walk's seed, for random and pct failures
+	Truncated   string // why exploration stopped early, if it did: the result is then incomplete
 	// Cyclic reports that a step led back to a state on the path to it:
 	// every state was still explored, but schedules that go round a cycle
 	// are infinitely many, so Schedules is 0 (not counted).
@@ -251,25 +300,61 @@ func Explore[M Model[M]](start func() M, opt Options) Result {
 }
 
 // Replay runs one schedule (choice positions) from the model's start and
-// reports its trace and verdict.
-func Replay[M Model[M]](start func() M, schedule []int) Result {
+// reports its trace and verdict. It makes the calls a search makes along
+// the schedule (each step is taken on a copy, each state is encoded), so
+// that a panic the search met in one of them is met again: it is reported
+// as a PanicInvariant violation, the step it happened in last in the trace.
+func Replay[M Model[M]](start func() M, schedule []int) (r Result) {
+	r = Result{Schedule: schedule, Schedules: 1}
+	defer func() {
+		if v := recover(); v != nil {
+			r.Violation = panicked(v)
+		}
+	}()
 	m := start()
-	r := Result{Schedule: schedule, Schedules: 1}
+	var buf []byte
 	for _, pos := range schedule {
+		if m.Violation() != nil {
+			break
+		}
+		buf = m.AppendState(buf[:0])
 		choices := m.Choices()
 		if pos < 0 || pos >= len(choices) {
 			r.Violation = &Violation{Invariant: "replay", Detail: fmt.Sprintf("step %d: choice %d of %d does not exist (model changed?)", len(r.Trace)+1, pos, len(choices))}
 			return r
 		}
 		r.Trace = append(r.Trace, m.Describe(choices[pos]))
-		m.Step(choices[pos])
-		if m.Violation() != nil {
-			break
-		}
+		n := m.Clone()
+		n.Step(choices[pos])
+		m = n
 	}
-	if m.Violation() == nil && len(m.Choices()) == 0 {
-		m.CheckEnd()
+	if m.Violation() == nil {
+		m.AppendState(buf[:0])
+		if len(m.Choices()) == 0 {
+			m.CheckEnd()
+		}
 	}
 	r.Violation = m.Violation()
 	return r
+}
+
+// confirm replays schedule, on which a search met a failure, met (nil
+// when the model's Violation reported it): the replay's verdict is the
+// one reported. A failure the replay does not meet is a failure still: a
+// panic in a call replay does not make (a Commuter's, Recycle) as it was
+// met; any other, as the model's failing to be a function of its
+// schedule. replays reports whether the replay met the failure.
+func confirm[M Model[M]](start func() M, schedule []int, met *Violation) (res Result, replays bool) {
+	res = Replay(start, schedule)
+	if res.Violation != nil {
+		return res, true
+	}
+	if met != nil && met.Invariant == PanicInvariant {
+		res.Violation = met
+		return res, false
+	}
+	res.Violation = &Violation{Invariant: "replay", Detail: fmt.Sprintf(
+		"a violation was found on schedule %s but its replay does not meet it: the model is not a function of its schedule (a step reads state outside the model, or a cache went stale)",
+		formatSchedule(schedule))}
+	return res, false
 }

@@ -31,8 +31,9 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 			break
 		}
 		if v != nil {
-			res := Replay(start, path)
+			res, _ := confirm(start, path, v)
 			r.Violation, r.Trace, r.Schedule, r.Seed = res.Violation, res.Trace, path, seed
+			r.NotShortest = fmt.Sprintf("%s walks report the first failing schedule they meet, not the shortest (the exhaustive mode finds that)", opt.Mode)
 			break
 		}
 	}
@@ -43,8 +44,14 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 // walk runs one schedule. PCT gives every event a random priority when first
 // seen, always takes the highest, and at Depth random steps demotes the top.
 // seen, when not nil, gathers the states passed through. long reports a
-// walk stopped by the depth bound.
+// walk stopped by the depth bound. A panic in the model's code is a
+// violation on the path so far, the step that met it last.
 func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen map[stateKey]bool, buf *[]byte) (path []int, v *Violation, long bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, long = panicked(p), false
+		}
+	}()
 	rng := rand.New(rand.NewSource(seed))
 	m := start()
 	prio := map[string]float64{}

@@ -235,3 +235,54 @@ func TestSampleGrowsExponentially(t *testing.T) {
 			sizes[6], sizes[7], sizes[8], sizes[8]*64>>20)
 	}
 }
+
+// Bug: "protocol init;" passed check and generated a package that builds
+// and passes its own tests, but no one can import it ("cannot import
+// package as init"); "documentation" made a package the go command skips,
+// and "wire_test" one whose generated tests it read as a second package.
+// Check refuses those; the names that look as risky but that Go allows
+// (an import may shadow a predeclared name or another import's name)
+// generate packages another package imports under the protocol's name.
+func TestProtocolNamesImport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go packages")
+	}
+	refused := []string{"init", "documentation", "wire_test"}
+	accepted := []string{"fmt", "genrt", "testing", "unsafe", "nil", "iota", "string"}
+	for _, name := range refused {
+		if _, err := spec.Parse("n.rspec", []byte("protocol "+name+";\nversion 1;\n")); err == nil || !strings.HasPrefix(err.Error(), "n.rspec:1:10: ") {
+			t.Errorf("protocol %s: check gives %v, want a refusal at n.rspec:1:10", name, err)
+		}
+	}
+	root := filepath.Join("testdata", "importnames")
+	os.RemoveAll(root)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	const module = "github.com/rrefkit/rref/gen/testdata/importnames/"
+	user := "package user\n\nimport (\n"
+	uses := ""
+	for _, name := range accepted {
+		p, err := spec.Parse(name+".rspec", []byte("protocol "+name+";\nversion 1;\nmessage A = 1 { x: u8; }\n"))
+		if err != nil {
+			t.Fatalf("protocol %s: %v", name, err)
+		}
+		files, err := gen.Generate(p, module+"p"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cli.Write(filepath.Join(root, "p"+name), files); err != nil {
+			t.Fatal(err)
+		}
+		user += "\t\"" + module + "p" + name + "\"\n"
+		uses += "var _ " + name + ".A\n"
+	}
+	user += ")\n\n" + uses
+	if err := os.MkdirAll(filepath.Join(root, "user"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "user", "user.go"), []byte(user), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "vet", "./"+filepath.ToSlash(root)+"/...").CombinedOutput(); err != nil {
+		t.Fatalf("go vet: %s", out)
+	}
+}

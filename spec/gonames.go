@@ -112,7 +112,22 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 	if p.Name == "_" {
 		r.errorf(protocolPos, "protocol name \"_\" is not a Go package name")
 	}
-	top := map[string]claim{}
+	// Names Go accepts in a package clause that no one can use: the
+	// compiler refuses to import a package as init, the go command skips
+	// a package named documentation, and reads the generated tests of a
+	// package named x_test as the external tests of a package x.
+	switch {
+	case p.Name == "init":
+		r.errorf(protocolPos, "protocol name \"init\" would make a package no one can import (Go keeps init for functions)")
+	case p.Name == "documentation":
+		r.errorf(protocolPos, "protocol name \"documentation\" would make a package the go command ignores")
+	case strings.HasSuffix(p.Name, "_test"):
+		r.errorf(protocolPos, "protocol name %q ends in _test: the go command would read the generated tests as a second package", p.Name)
+	}
+	// Sized for every identifier the package will declare: grown one
+	// insertion at a time, a spec of 100,000 structs spent a third of its
+	// check rehashing.
+	top := make(map[string]claim, len(FixedGoNames)+topNames(p))
 	for _, n := range FixedGoNames {
 		top[n] = claim{what: "a declaration rrefgen writes in every package"}
 	}
@@ -261,6 +276,25 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 			take(inv.GoName, inv.Pos, "invariant "+inv.Name)
 		}
 	}
+}
+
+// topNames counts the package-level identifiers goNames claims for p's
+// declarations (as in its calls of take).
+func topNames(p *Protocol) int {
+	const (
+		perStruct  = 4 // S, SizeS, AppendS, ConsumeS
+		perMessage = 5 // M, SizeM, AppendM, ConsumeM, CodeM
+		perMachine = 6 // its State, Event, Start, Machine types, Step and dispatch
+		perEvent   = 2 // the event's constant and its step
+	)
+	n := len(p.Named) + len(p.Invariants) + perStruct*len(p.Structs) + perMessage*len(p.Messages)
+	for _, e := range p.Enums {
+		n += 1 + len(e.Values)
+	}
+	for _, m := range p.Machines {
+		n += perMachine + len(m.States) + perEvent*len(m.Events)
+	}
+	return n
 }
 
 // claim is who took a Go identifier first.

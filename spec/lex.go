@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -103,6 +104,8 @@ func (l *lexer) next() (token, error) {
 			return token{kind: tokEOF, pos: l.pos()}, nil
 		case r == utf8.RuneError && n == 1:
 			return token{}, errorf(l.pos(), "invalid UTF-8 byte")
+		case r == '\r' && !l.crlf():
+			return token{}, errorf(l.pos(), "%s", loneCR)
 		case r == ' ' || r == '\t' || r == '\r' || r == '\n':
 			l.advance(n)
 		case r == '/':
@@ -111,12 +114,12 @@ func (l *lexer) next() (token, error) {
 			if len(rest) < 2 || rest[1] != '/' {
 				return token{}, errorf(p, "unexpected %q (comments start with //)", r)
 			}
-			end := len(rest)
-			for i := 0; i < len(rest); i++ {
-				if rest[i] == '\n' {
-					end = i
-					break
-				}
+			// The comment ends where an editor ends the line: at a line
+			// feed, or at the carriage return of a CRLF. A CR alone is
+			// refused: editors disagree whether it ends a line.
+			end := strings.IndexAny(rest, "\r\n")
+			if end < 0 {
+				end = len(rest)
 			}
 			line := rest[:end]
 			if i, what := badText(line); i >= 0 {
@@ -128,6 +131,9 @@ func (l *lexer) next() (token, error) {
 				return token{}, errorf(p, "a doc line starting with +build would become a Go build constraint in the generated code")
 			}
 			l.advance(end)
+			if r, _ := l.peekRune(); r == '\r' && !l.crlf() {
+				return token{}, errorf(l.pos(), "%s", loneCR)
+			}
 			if len(line) >= 3 && line[2] == '/' && (len(line) == 3 || line[3] != '/') {
 				text := line[3:]
 				if len(text) > 0 && text[0] == ' ' {
@@ -178,10 +184,23 @@ func (l *lexer) next() (token, error) {
 			p := l.pos()
 			l.advance(1)
 			return token{kind: tokPunct, text: string(r), pos: p}, nil
+		case isLineSeparator(r) || isBidi(r):
+			return token{}, errorf(l.pos(), "unexpected %s", badRune(r))
 		default:
 			return token{}, errorf(l.pos(), "unexpected character %q", r)
 		}
 	}
+}
+
+// loneCR is the error for a carriage return not followed by a line feed.
+// Editors disagree on it: most show a line break (a file of old Mac line
+// ends as lines), vim and Go's own scanner do not (one long line). Read
+// either way, a comment could hide, or show, the declarations after it.
+const loneCR = "carriage return not followed by a line feed: editors disagree whether it ends a line (use LF or CRLF line ends)"
+
+// crlf reports whether the lexer stands on the CR of a CRLF pair.
+func (l *lexer) crlf() bool {
+	return l.off+1 < len(l.src) && l.src[l.off] == '\r' && l.src[l.off+1] == '\n'
 }
 
 func (l *lexer) lexString() (token, error) {
@@ -195,8 +214,11 @@ func (l *lexer) lexString() (token, error) {
 			return token{}, errorf(p, "unterminated string")
 		case r == utf8.RuneError && n == 1:
 			return token{}, errorf(l.pos(), "invalid UTF-8 byte in string")
-		case isControl(r):
-			return token{}, errorf(l.pos(), "control character %U in string (write \\n or \\t)", r)
+		case badRune(r) != "":
+			if isControl(r) {
+				return token{}, errorf(l.pos(), "%s in string (write \\n or \\t)", badRune(r))
+			}
+			return token{}, errorf(l.pos(), "%s in string", badRune(r))
 		case r == '"':
 			l.advance(1)
 			return token{kind: tokString, text: string(out), pos: p}, nil
@@ -222,22 +244,48 @@ func (l *lexer) lexString() (token, error) {
 	}
 }
 
-// isControl reports a character that must not appear raw in a spec's text:
-// a comment or string is copied into generated Go and documents. A byte
-// order mark is one: Go refuses it anywhere past a file's start.
-func isControl(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) || r == 0xfeff }
+// isControl reports a control character (C0, DEL or C1; a tab is text) or
+// a byte order mark: none may appear raw in a comment or string, which
+// are copied into generated Go and documents, and Go refuses a byte order
+// mark anywhere past a file's start.
+func isControl(r rune) bool { return r != '\t' && unicode.IsControl(r) || r == 0xfeff }
 
-// badText finds the first invalid UTF-8 byte or control character in s
-// (the byte offset and what it is), or -1.
+// isLineSeparator reports the Unicode line ends beside CR and LF: next
+// line (a C1 control), line separator and paragraph separator. Some
+// editors break the line at them and some do not, so a comment holding
+// one could hide the declarations an editor shows on the next line.
+func isLineSeparator(r rune) bool { return r == '\u0085' || r == '\u2028' || r == '\u2029' }
+
+// isBidi reports the Unicode bidirectional embeddings, overrides and
+// isolates: an editor reorders the text around them, so a comment or
+// string can be shown to hold what it does not (CVE-2021-42574).
+func isBidi(r rune) bool { return '\u202a' <= r && r <= '\u202e' || '\u2066' <= r && r <= '\u2069' }
+
+// badRune describes a character that must not appear raw in a comment or
+// string, or returns "" for one that may.
+func badRune(r rune) string {
+	switch {
+	case isLineSeparator(r):
+		return fmt.Sprintf("line separator %U (editors disagree whether it ends a line)", r)
+	case isBidi(r):
+		return fmt.Sprintf("bidirectional formatting character %U (editors reorder the text around it)", r)
+	case isControl(r):
+		return fmt.Sprintf("control character %U", r)
+	}
+	return ""
+}
+
+// badText finds the first invalid UTF-8 byte or character badRune refuses
+// in s (the byte offset and what it is), or -1.
 func badText(s string) (int, string) {
 	for i, r := range s {
-		switch {
-		case r == utf8.RuneError:
+		if r == utf8.RuneError {
 			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
 				return i, "invalid UTF-8 byte"
 			}
-		case isControl(r) && r != '\r':
-			return i, fmt.Sprintf("control character %U", r)
+		}
+		if what := badRune(r); what != "" {
+			return i, what
 		}
 	}
 	return -1, ""

@@ -399,36 +399,65 @@ func (r *resolver) orderStructs(f *astFile) {
 			visit(s, nil)
 		}
 	}
-	// A struct that reaches itself through its fields' types is recursive.
-	for _, s := range r.p.Structs {
-		seen := map[*Struct]bool{}
-		var reaches func(t *Type) bool
-		reaches = func(t *Type) bool {
+	r.markRecursive()
+}
+
+// markRecursive sets Recursive on every struct that reaches itself through
+// its fields' types, lists included: the structs of a strongly connected
+// component of more than one, or with an edge to itself. Tarjan's algorithm
+// finds them in one pass, linear in structs and fields; a search from each
+// struct was quadratic, 22 s for a chain of 20,000.
+func (r *resolver) markRecursive() {
+	type node struct {
+		index, low int
+		onStack    bool
+	}
+	nodes := make(map[*Struct]*node, len(r.p.Structs))
+	var stack []*Struct
+	next := 0
+	var connect func(s *Struct) *node
+	connect = func(s *Struct) *node {
+		n := &node{index: next, low: next, onStack: true}
+		next++
+		nodes[s] = n
+		stack = append(stack, s)
+		for _, fd := range s.Fields {
+			t := fd.Type
 			for t.Kind == KindList {
 				t = t.Elem
 			}
 			if t.Kind != KindStruct {
-				return false
+				continue
 			}
 			if t.Struct == s {
-				return true
+				s.Recursive = true
 			}
-			if seen[t.Struct] {
-				return false
+			switch m := nodes[t.Struct]; {
+			case m == nil:
+				n.low = min(n.low, connect(t.Struct).low)
+			case m.onStack:
+				n.low = min(n.low, m.index)
 			}
-			seen[t.Struct] = true
-			for _, fd := range t.Struct.Fields {
-				if reaches(fd.Type) {
-					return true
+		}
+		if n.low == n.index {
+			top := len(stack) - 1
+			for stack[top] != s {
+				top--
+			}
+			component := stack[top:]
+			for _, c := range component {
+				nodes[c].onStack = false
+				if len(component) > 1 {
+					c.Recursive = true
 				}
 			}
-			return false
+			stack = stack[:top]
 		}
-		for _, fd := range s.Fields {
-			if reaches(fd.Type) {
-				s.Recursive = true
-				break
-			}
+		return n
+	}
+	for _, s := range r.p.Structs {
+		if nodes[s] == nil {
+			connect(s)
 		}
 	}
 }

@@ -156,6 +156,9 @@ func TestDocCommentsAttach(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add(RRefSource)
+	for _, c := range lineEndCases {
+		f.Add([]byte(c.src))
+	}
 	if ar, err := txtar.ParseFile(filepath.Join("testdata", "invalid.txtar")); err == nil {
 		for _, file := range ar.Files {
 			if strings.HasSuffix(file.Name, ".rspec") {
@@ -321,5 +324,35 @@ func TestHugeMachineChecksInLinearTime(t *testing.T) {
 	m := p.Machines[0]
 	if tr := m.Lookup(m.States[n-2], m.Events[0]); tr == nil || tr.To != m.States[n-1] {
 		t.Fatalf("lookup of the last transition: %+v", tr)
+	}
+}
+
+// TestRecursiveStructs: a struct is recursive when it reaches itself
+// through its fields' types, lists included, and only then: in a ring, on
+// its own, not in a chain that merely leads to a ring.
+func TestRecursiveStructs(t *testing.T) {
+	src := `protocol p;
+version 1;
+struct lead { to: a; }
+struct a { b: []b; }
+struct b { c: c; }
+struct c { a: [][]a; }
+struct tree { kids: []tree; }
+struct leaf { x: u8; }
+struct holder { t: tree; l: []leaf; }
+`
+	p, err := Parse("x.rspec", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"lead": false, "a": true, "b": true, "c": true, "tree": true, "leaf": false, "holder": false}
+	for _, s := range p.Structs {
+		if s.Recursive != want[s.Name] {
+			t.Errorf("struct %s: Recursive = %v, want %v", s.Name, s.Recursive, want[s.Name])
+		}
+		delete(want, s.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("structs missing: %v", want)
 	}
 }

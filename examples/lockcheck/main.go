@@ -53,6 +53,9 @@ func main() {
 			for i, step := range r.Trace {
 				fmt.Printf("    %2d  %s\n", i+1, step)
 			}
+			if r.NotShortest != "" {
+				fmt.Println("    not known to be the shortest failing schedule:", r.NotShortest)
+			}
 		}
 		if r.Passed() != v.want {
 			failed = true

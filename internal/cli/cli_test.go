@@ -152,7 +152,7 @@ func TestConformanceFailureAndReplay(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "bad.rref"), []byte("# wrong on purpose\nworkers A B\nremote A B r 7\nfetch A r\nexpect value A r 8\n"), 0o644)
 	code, out, _ := run(t, dir, "conformance", "bad.rref")
-	if code != ExitFail || !strings.Contains(out, "violated expect at line 5") || !strings.Contains(out, "replay: rrefgen conformance -replay ") {
+	if code != ExitFail || !strings.Contains(out, "violated expect at line 5") || !strings.Contains(out, "replay: rrefgen conformance -replay ") || strings.Contains(out, "not known to be the shortest") {
 		t.Fatalf("failure report: %d\n%s", code, out)
 	}
 	i := strings.Index(out, "-replay ") + len("-replay ")
@@ -162,8 +162,13 @@ func TestConformanceFailureAndReplay(t *testing.T) {
 		t.Fatalf("replay: %d\n%s", code, out)
 	}
 	code, out, _ = run(t, dir, "conformance", "-json", "-mode", "random", "-walks", "3", "bad.rref")
-	if code != ExitFail || !strings.Contains(out, `"invariant":"expect"`) || !strings.Contains(out, `"seed":1`) {
+	if code != ExitFail || !strings.Contains(out, `"invariant":"expect"`) || !strings.Contains(out, `"seed":1`) || !strings.Contains(out, `"not_shortest":"random walks`) {
 		t.Fatalf("json random: %d\n%s", code, out)
+	}
+	// A walk's failure is the first it met: the report says so.
+	code, out, _ = run(t, dir, "conformance", "-mode", "pct", "-walks", "3", "bad.rref")
+	if code != ExitFail || !strings.Contains(out, "not known to be the shortest failing schedule: pct walks report the first") {
+		t.Fatalf("pct: %d\n%s", code, out)
 	}
 	os.WriteFile(filepath.Join(dir, "malformed.rref"), []byte("workers A\nfrob A\n"), 0o644)
 	if code, _, errs := run(t, dir, "conformance", "malformed.rref"); code != ExitFail || !strings.Contains(errs, "malformed.rref:2: unknown command") {
@@ -256,6 +261,28 @@ func TestGenPkgAndInitialisms(t *testing.T) {
 	}
 	if code, _, errs := run(t, dir, "check", "-initialisms", "vm", "clash.rspec"); code != ExitFail || !strings.Contains(errs, "clash.rspec:4:9") {
 		t.Fatalf("with -initialisms vm they collide: %d %q", code, errs)
+	}
+}
+
+// TestGenPkgDoesNotNameThePackage: the package is named by the protocol,
+// whatever -pkg's last element, and gen -h says so (it once said the last
+// element named it).
+func TestGenPkgDoesNotNameThePackage(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "vms.rspec"), []byte("protocol vms;\nversion 1;\nmessage A = 1 { x: u8; }\n"), 0o644)
+	if code, out, errs := run(t, dir, "gen", "-out", "out", "-pkg", "example.com/x/other", "vms.rspec"); code != ExitOK {
+		t.Fatalf("gen: %d %q %q", code, out, errs)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "out", "messages.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `package vms // import "example.com/x/other"`; !strings.Contains(string(data), want) {
+		t.Errorf("messages.go lacks %q", want)
+	}
+	_, help, _ := run(t, dir, "gen", "-h")
+	if strings.Contains(help, "last element names") || !strings.Contains(help, "the package's name is the protocol's") {
+		t.Errorf("gen -h misnames what names the package:\n%s", help)
 	}
 }
 

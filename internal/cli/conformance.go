@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/conformance"
+	"github.com/rrefkit/rref/explore"
 )
 
 func init() {
@@ -36,6 +37,8 @@ type jsonRow struct {
 	Schedule     string   `json:"schedule,omitempty"`
 	Seed         int64    `json:"seed,omitempty"`
 	Truncated    string   `json:"truncated,omitempty"`
+	NotShortest  string   `json:"not_shortest,omitempty"` // why the schedule is not known to be the shortest that fails
+	Stack        string   `json:"stack,omitempty"`        // of a panic in the code under test
 }
 
 // searchGCPercent is the GC target while the conformance command searches
@@ -47,8 +50,10 @@ func runConformance(env *Env, args []string) int {
 Runs scenario files (the corpus: conformance/testdata) against the protocol core in a
 simulated network that may deliver any in-flight message next. By default it
 explores every interleaving of the embedded corpus, with state hashing. A
-failure prints the violated invariant, the shortest failing schedule found and
-a -replay string (and a -seed for random and pct walks). Exit status 1 when
+failure prints the violated invariant, the shortest failing schedule (or why
+it is not known to be the shortest: a bound stopped the search for it, or the
+walks do not look for it) and a -replay string (and a -seed for random and pct
+walks); a panic in the code under test is a failure too, with its stack. Exit status 1 when
 any scenario fails, 3 when none failed but a bound (-timeout, -max-states, -max-memory)
 stopped an exhaustive search short: that is not a proof.`)
 	mode := fs.String("mode", "exhaustive", "exhaustive, random or pct")
@@ -174,6 +179,7 @@ stopped an exhaustive search short: that is not a proof.`)
 		}
 		if r.Violation != nil {
 			fmt.Fprintf(env.Stdout, "FAIL %s\n", r.Violation)
+			failureNotes(env.Stdout, r.Result)
 			return ExitFail
 		}
 		fmt.Fprintln(env.Stdout, "ok: the schedule ran without a violation")
@@ -234,6 +240,7 @@ stopped an exhaustive search short: that is not a proof.`)
 				Seconds: secs, StatesPerSec: rate, Truncated: r.Truncated}
 			if r.Violation != nil {
 				row.Invariant, row.Detail, row.Trace, row.Schedule = r.Violation.Invariant, r.Violation.Detail, r.Trace, r.ScheduleString()
+				row.NotShortest, row.Stack = r.NotShortest, r.Violation.Stack
 				if m != conformance.Exhaustive {
 					row.Seed = r.Seed
 				}
@@ -254,6 +261,7 @@ stopped an exhaustive search short: that is not a proof.`)
 			for j, step := range r.Trace {
 				fmt.Fprintf(env.Stdout, "    %3d  %s\n", j+1, step)
 			}
+			failureNotes(env.Stdout, r.Result)
 			fmt.Fprintf(env.Stdout, "    replay: rrefgen conformance -replay %s %s\n", r.ScheduleString(), sc.Name)
 			if m != conformance.Exhaustive {
 				fmt.Fprintf(env.Stdout, "    seed: %d (rrefgen conformance -mode %s -seed %d -walks 1 %s)\n", r.Seed, m, r.Seed, sc.Name)
@@ -380,6 +388,7 @@ func runEnumerate(env *Env, b conformance.Bound, opt conformance.Options, quiet 
 		for j, step := range fr.Trace {
 			fmt.Fprintf(env.Stdout, "    %3d  %s\n", j+1, step)
 		}
+		failureNotes(env.Stdout, fr.Result)
 		fmt.Fprintf(env.Stdout, "the program (save it as a .rref file; rrefgen conformance -replay %s FILE replays the trace):\n%s", fr.ScheduleString(), failed.Source)
 		return ExitFail
 	}
@@ -442,4 +451,19 @@ func nameWidth(scs []*conformance.Scenario) int {
 		w = max(w, len(sc.Name))
 	}
 	return w
+}
+
+// failureNotes prints what a failure carries beside its trace: why its
+// schedule is not known to be the shortest that fails, and the stack of a
+// panic in the code under test.
+func failureNotes(out io.Writer, r explore.Result) {
+	if r.NotShortest != "" {
+		fmt.Fprintf(out, "    not known to be the shortest failing schedule: %s\n", r.NotShortest)
+	}
+	if r.Violation != nil && r.Violation.Stack != "" {
+		fmt.Fprintln(out, "    stack of the panic:")
+		for _, line := range strings.Split(strings.TrimRight(r.Violation.Stack, "\n"), "\n") {
+			fmt.Fprintf(out, "      %s\n", line)
+		}
+	}
 }

@@ -105,7 +105,7 @@ the module that holds the working folder. With -check, writes nothing, prints
 a diff of every stale file and exits 1 when the output is not up to date.`)
 	check := fs.Bool("check", false, "compare instead of writing; exit 1 when stale")
 	out := fs.String("out", "", "output folder (default: <module>/generated/<protocol>)")
-	pkg := fs.String("pkg", "", "import path of the output package; its last element names the package (default: "+ModulePath+"/generated/<protocol>)")
+	pkg := fs.String("pkg", "", "import path of the output package, written in its import comments; the package's name is the protocol's, whatever the path's last element (default: "+ModulePath+"/generated/<protocol>)")
 	initialisms := initialismsFlag(fs)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
