@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rrefkit/rref/fifo"
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
@@ -49,8 +51,9 @@ type member struct {
 	prims primCounts
 	held  holds
 
-	dead      atomic.Uint64 // bit i: member i was killed
+	dead      atomic.Uint64 // bit i: member i was killed, or this worker took it for dead
 	heardDead atomic.Bool
+	fenced    atomic.Bool // the group fenced this member: its worker closed
 	injected  atomic.Bool
 	leaked    *worker.RRef[uint64] // InjectLeak's reference, never released
 
@@ -117,7 +120,18 @@ func serveMember(stdin io.Reader, stdout, stderr io.Writer) int {
 	self := m.cfg.Names[m.cfg.Self]
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("member", self)
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StartTimeout)
-	w, err := worker.Start(ctx, self, m.cfg.Peers, m.cfg.Secret, worker.Config{Logger: log, Setup: m.setup})
+	wcfg := worker.Config{Logger: log, Setup: m.setup, FIFO: fifo.Config{DeadAfter: m.cfg.DeadAfter},
+		OnPeerFailed: func(peer string, _ error) {
+			i := slices.Index(m.cfg.Names, peer)
+			m.dead.Or(1 << uint(i)) // stop choosing it: the worker has reclaimed it
+			m.heardDead.Store(true)
+			m.send(event{Ev: evPeerDead, Member: i})
+		},
+		OnFenced: func(err error) {
+			m.fenced.Store(true)
+			m.send(event{Ev: evFenced, Err: err.Error()})
+		}}
+	w, err := worker.Start(ctx, self, m.cfg.Peers, m.cfg.Secret, wcfg)
 	cancel()
 	if err != nil {
 		m.send(event{Ev: evStartFail, Err: err.Error()})
@@ -170,7 +184,7 @@ func serveMember(stdin io.Reader, stdout, stderr io.Writer) int {
 
 // finish drops what this member still holds for others and shuts down.
 func (m *member) finish() *doneInfo {
-	d := &doneInfo{}
+	d := &doneInfo{Fenced: m.fenced.Load()}
 	m.held.mu.Lock()
 	for k, h := range m.held.m {
 		if m.isDead(h.placer) {
@@ -184,6 +198,12 @@ func (m *member) finish() *doneInfo {
 	m.held.mu.Unlock()
 	info := m.w.DebugInfo()
 	d.Illegal, d.BadInput = info.Illegal, info.BadInput
+	if d.Fenced {
+		// Closed by the group's verdict: its peers reclaimed its
+		// references, and no barrier can run with them.
+		d.MessagesSent = info.MessagesSent
+		return d
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	err := m.w.Shutdown(ctx)
@@ -210,6 +230,10 @@ type client struct {
 func (c *client) loop(stop *atomic.Bool) {
 	m := c.m
 	for k := uint64(0); !stop.Load(); k++ {
+		if m.fenced.Load() {
+			time.Sleep(statsInterval) // out of the group: nothing to do until the round ends
+			continue
+		}
 		c.pruneDead()
 		rng := rand.New(rand.NewPCG(m.cfg.Seed, opStream(m.cfg.Round, m.cfg.Self, c.id, k)))
 		kind := pickOp(rng)
@@ -279,6 +303,9 @@ func (c *client) do(k uint64, kind string, rng *rand.Rand) bool {
 	class := classify(err)
 	if expired && class != classWrong {
 		class = classHung // whatever the error says, the deadline passed
+	}
+	if m.fenced.Load() && class != classWrong && class != classHung {
+		class = classPeer // this member was fenced: the parent checks it was
 	}
 	m.send(event{Ev: evFail, Fail: &failure{Round: m.cfg.Round, Member: m.cfg.Self, Client: c.id, Op: k, Kind: kind,
 		Involved: o.involved, Start: start.UnixNano(), End: time.Now().UnixNano(), Class: class, Err: err.Error()}})

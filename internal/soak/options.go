@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rrefkit/rref/fifo"
 )
 
 // Transports a group can run over.
@@ -32,9 +34,27 @@ const (
 	FaultKill  = "kill"  // SIGKILL a member: only calls that involve it may fail
 	FaultReset = "reset" // reset one tcp connection between two members (in the relay)
 	FaultStall = "stall" // stall one tcp link for MinStop-MaxStop (in the relay): must fail nothing
+	// FaultPause stops a member for MinPause-MaxPause times DeadAfter: past
+	// it, so the member may be fenced. It must be fenced by the whole group
+	// or by none (one verdict on death), only operations that involve it
+	// may fail, and only if it was fenced; nothing may leak either way.
+	// Not a default: it needs rounds several DeadAfters long (-dead-after).
+	FaultPause = "pause"
 )
 
-var allFaults = []string{FaultStop, FaultKill, FaultReset, FaultStall}
+var allFaults = []string{FaultStop, FaultKill, FaultReset, FaultStall, FaultPause}
+
+// A pause lasts MinPause to MaxPause times DeadAfter: far enough past it
+// that a heartbeat surely missed it, and short enough that a member no
+// link took for dead still has its calls answered within the operation
+// deadline.
+const (
+	MinPause = 1.5
+	MaxPause = 2.0
+	// pauseRoundShare: a round's traffic holds the longest pause and as
+	// long again after it (the group's verdict, then traffic without it).
+	pauseRoundShare = 2 * MaxPause
+)
 
 // tcpFaults need a tcp link between members.
 var tcpFaults = []string{FaultReset, FaultStall}
@@ -99,7 +119,7 @@ const (
 // resumes, and a stalled one waits, so neither may fail anything. Over
 // -transport shm, which has no tcp link, the default leaves them out
 // (defaultFaults).
-var DefaultFaults = slices.Clone(allFaults)
+var DefaultFaults = []string{FaultStop, FaultKill, FaultReset, FaultStall}
 
 // defaultFaults are the faults a transport takes when none are chosen.
 func defaultFaults(transport string) []string {
@@ -130,6 +150,9 @@ type Options struct {
 	OpDeadline      time.Duration
 	ShutdownTimeout time.Duration
 	StartTimeout    time.Duration
+	// DeadAfter is the members' fifo.Config.DeadAfter (0: fifo's default,
+	// 10 s): how long a silent peer lives. Pause faults last a multiple of it.
+	DeadAfter time.Duration
 
 	// Inject asks members to misbehave once (see InjectWrong...).
 	Inject  string
@@ -174,6 +197,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HangFor == 0 {
 		o.HangFor = 2 * o.OpDeadline
+	}
+	if o.DeadAfter == 0 {
+		o.DeadAfter = fifo.DefaultDeadAfter
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -227,6 +253,17 @@ func (o Options) Validate() error {
 	if slices.Contains(o.Faults, FaultStop) && o.OpDeadline < MinOpDeadline {
 		return usageErr("-deadline must be at least %v with stop faults: a stopped peer delays calls", MinOpDeadline)
 	}
+	if o.DeadAfter < 0 {
+		return usageErr("-dead-after must be positive, not %v", o.DeadAfter)
+	}
+	if slices.Contains(o.Faults, FaultPause) {
+		if need := time.Duration(pauseRoundShare * float64(o.DeadAfter)); o.RoundTraffic < need {
+			return usageErr("pause faults last up to %vx -dead-after (%v): -round must be at least %v (try -dead-after %v)", MaxPause, o.DeadAfter, need, time.Duration(float64(o.RoundTraffic)/pauseRoundShare).Round(time.Millisecond))
+		}
+		if need := time.Duration((MaxPause + 1) * float64(o.DeadAfter)); o.OpDeadline < need {
+			return usageErr("-deadline must be at least %v with pause faults: a paused member no link took for dead delays calls by up to %vx -dead-after", need, MaxPause)
+		}
+	}
 	if o.Inject != "" && !slices.Contains(allInjections, o.Inject) {
 		return usageErr("unknown injection %q (injections: %s)", o.Inject, strings.Join(allInjections, ", "))
 	}
@@ -269,7 +306,7 @@ type Flags struct {
 func BindFlags(fs *flag.FlagSet) func() (Flags, error) {
 	n := fs.Int("n", DefaultMembers, fmt.Sprintf("members per group (%d to %d)", MinMembers, MaxMembers))
 	transport := fs.String("transport", TransportTCP, "tcp, shm or mixed (the first members tcp, the others shm)")
-	faults := fs.String("faults", strings.Join(DefaultFaults, ","), "faults to inject: stop, kill, reset, stall (comma-separated), or none; reset and stall are left out of the default over shm")
+	faults := fs.String("faults", strings.Join(DefaultFaults, ","), "faults to inject: stop, kill, reset, stall, pause (comma-separated), or none; reset and stall are left out of the default over shm, pause out of every default")
 	d := fs.Duration("d", DefaultDuration, "how long to run (rounds keep starting until then)")
 	rounds := fs.Int("rounds", 0, "run exactly this many rounds instead of for -d")
 	from := fs.Int("from", 1, "number of the first round (with -seed, -from K -rounds 1 replays round K)")
@@ -277,6 +314,7 @@ func BindFlags(fs *flag.FlagSet) func() (Flags, error) {
 	seed := fs.Uint64("seed", 0, "seed of the traffic's values and the fault schedule (0: pick one and print it)")
 	clients := fs.Int("clients", DefaultClients, "traffic goroutines per member")
 	deadline := fs.Duration("deadline", DefaultOpDeadline, "deadline of each operation; one past it counts as hung")
+	deadAfter := fs.Duration("dead-after", fifo.DefaultDeadAfter, "the members' DeadAfter: a peer silent this long is dead (pause faults last 1.5-2x it)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	verbose := fs.Bool("v", false, "print each round and each problem to stderr as it happens")
 	return func() (Flags, error) {
@@ -307,9 +345,11 @@ func BindFlags(fs *flag.FlagSet) func() (Flags, error) {
 			return Flags{}, usageErr("-from must be at least 1, not %d", *from)
 		case *deadline <= 0:
 			return Flags{}, usageErr("-deadline must be positive, not %v", *deadline)
+		case *deadAfter <= 0:
+			return Flags{}, usageErr("-dead-after must be positive, not %v", *deadAfter)
 		}
 		o := Options{Members: *n, Transport: *transport, Faults: fl, Duration: *d, Rounds: *rounds, FirstRound: *from,
-			RoundTraffic: *round, Seed: *seed, Clients: *clients, OpDeadline: *deadline}
+			RoundTraffic: *round, Seed: *seed, Clients: *clients, OpDeadline: *deadline, DeadAfter: *deadAfter}
 		if err := o.Validate(); err != nil {
 			return Flags{}, err
 		}

@@ -162,6 +162,7 @@ type proc struct {
 	read   chan struct{} // closed once its standard output is read to the end
 
 	killed, stopped, gone bool // gone: killed, or exited
+	paused                bool // stopped by a pause fault (stopped too)
 	up, quiet, done       bool
 	stats                 *memberStats
 	doneInfo              *doneInfo
@@ -225,7 +226,15 @@ type roundRun struct {
 	fails  []failure
 	kills  []killRecord
 	resets []resetRecord
-	faults map[string]int
+	pauses []killRecord // members paused past DeadAfter, at the stop
+	// deadTo[i]: bit j: member j's worker took member i for dead.
+	deadTo []uint64
+	// fenced: bit i: member i heard the group fence it.
+	fenced uint64
+	// finishing: the members were told to shut down; a peer's death seen
+	// from then on may be the barrier closing links, not a verdict.
+	finishing bool
+	faults    map[string]int
 	// problems found by the parent itself (a member crashed, a phase
 	// timed out), counted as unexpected or hung.
 	unexpected, hung int
@@ -244,7 +253,7 @@ func freePort() (string, error) {
 
 func (r *runner) round(ctx context.Context, p roundPlan) error {
 	for attempt := 1; ; attempt++ {
-		rr := &roundRun{r: r, plan: p, names: memberNames(r.o.Members), relays: map[[2]int]*netfault.Relay{},
+		rr := &roundRun{r: r, plan: p, names: memberNames(r.o.Members), relays: map[[2]int]*netfault.Relay{}, deadTo: make([]uint64, r.o.Members),
 			evs: make(chan procEvent, eventBuffer), faults: map[string]int{}}
 		retry, err := rr.run(ctx)
 		if err != nil {
@@ -360,7 +369,7 @@ func (rr *roundRun) run(ctx context.Context) (retry bool, err error) {
 	for i := range rr.names {
 		cfg := memberConfig{Round: rr.plan.round, Self: i, Names: rr.names, Peers: views[i], Secret: rr.r.secret,
 			Seed: o.Seed, Clients: o.Clients, OpDeadline: o.OpDeadline, InnerDeadline: innerDeadline(o.OpDeadline),
-			ShutdownTimeout: o.ShutdownTimeout, StartTimeout: o.StartTimeout, Inject: o.Inject, HangFor: o.HangFor}
+			ShutdownTimeout: o.ShutdownTimeout, StartTimeout: o.StartTimeout, Inject: o.Inject, HangFor: o.HangFor, DeadAfter: o.DeadAfter}
 		if err := rr.startProc(i, cfg); err != nil {
 			return false, err
 		}
@@ -432,6 +441,7 @@ func (rr *roundRun) run(ctx context.Context) (retry bool, err error) {
 	// Finish: Shutdown across the group.
 	for _, p := range rr.procs {
 		if p.live() {
+			rr.finishing = true
 			p.send(command{Cmd: cmdFinish})
 		}
 	}
@@ -524,6 +534,12 @@ func (rr *roundRun) handle(e procEvent, on func(*proc, procEvent)) {
 		if e.ev.Fail != nil {
 			rr.fails = append(rr.fails, *e.ev.Fail)
 		}
+	case evPeerDead:
+		if m := e.ev.Member; m >= 0 && m < len(rr.deadTo) && !rr.finishing {
+			rr.deadTo[m] |= 1 << uint(p.idx)
+		}
+	case evFenced:
+		rr.fenced |= 1 << uint(p.idx)
 	default:
 		rr.problem(&rr.unexpected, "%s sent %q: %s", rr.names[p.idx], e.ev.Ev, e.ev.Err)
 	}
@@ -542,7 +558,7 @@ func (rr *roundRun) tellDead(i int) {
 // inject applies one fault of the plan.
 func (rr *roundRun) inject(fe faultEvent) {
 	switch fe.kind {
-	case FaultStop, evCont, FaultKill:
+	case FaultStop, evCont, FaultKill, FaultPause, evPauseEnd:
 		p := rr.procs[fe.member]
 		if !p.live() {
 			return // killed earlier in the round
@@ -556,8 +572,21 @@ func (rr *roundRun) inject(fe faultEvent) {
 			syscall.Kill(pid, syscall.SIGSTOP)
 			p.stopped = true
 			rr.faults[FaultStop]++
-		case evCont:
+		case FaultPause:
 			if p.stopped {
+				return // a stop already holds it: its cont would cut the pause short
+			}
+			rr.pauses = append(rr.pauses, killRecord{member: fe.member, at: time.Now().UnixNano()})
+			syscall.Kill(pid, syscall.SIGSTOP)
+			p.stopped, p.paused = true, true
+			rr.faults[FaultPause]++
+		case evPauseEnd:
+			if p.paused {
+				syscall.Kill(pid, syscall.SIGCONT)
+				p.stopped, p.paused = false, false
+			}
+		case evCont:
+			if p.stopped && !p.paused {
 				syscall.Kill(pid, syscall.SIGCONT)
 				p.stopped = false
 			}
@@ -651,10 +680,45 @@ func (rr *roundRun) cleanup() {
 	}
 }
 
+// checkVerdicts holds each member paused past DeadAfter to one verdict: it
+// was fenced by every member still in the group, or by none. A member
+// fenced is then as good as killed at its pause: operations that involve
+// it may fail (rr.kills).
+func (rr *roundRun) checkVerdicts() {
+	for _, pr := range rr.pauses {
+		x := pr.member
+		var live uint64 // the members that must agree: all but it and those killed
+		for _, p := range rr.procs {
+			if p.idx != x && !slices.ContainsFunc(rr.kills, func(k killRecord) bool { return k.member == p.idx }) {
+				live |= 1 << uint(p.idx)
+			}
+		}
+		by := rr.deadTo[x] & live
+		heard := rr.fenced&(1<<uint(x)) != 0
+		switch {
+		case by == 0 && !heard:
+			rr.r.rep.PausedAlive++ // no link took it for dead: it ran on
+			continue
+		case by != live:
+			rr.r.rep.Split++
+			rr.problemOnly("SPLIT verdict on %s, paused past DeadAfter: fenced by %s, not by %s", rr.names[x], rr.involved(by), rr.involved(live&^by))
+		}
+		rr.r.rep.PausedFenced++
+		rr.kills = append(rr.kills, pr)
+	}
+	for _, p := range rr.procs {
+		if rr.fenced&(1<<uint(p.idx)) != 0 && !slices.ContainsFunc(rr.pauses, func(k killRecord) bool { return k.member == p.idx }) {
+			rr.problemOnly("%s was fenced by the group, though never paused", rr.names[p.idx])
+			rr.r.rep.Split++
+		}
+	}
+}
+
 // account classifies the round's failures and adds its figures to the report.
 func (rr *roundRun) account() {
 	rep := rr.r.rep
 	before := rep.tally()
+	rr.checkVerdicts()
 	rep.Rounds++
 	for k, v := range rr.faults {
 		rep.Faults[k] += v

@@ -24,6 +24,9 @@ const (
 	maxStopsPerRound  = 3
 	maxResetsPerRound = 2
 	maxStallsPerRound = 2
+	// maxPausesPerRound: one member paused past DeadAfter a round; a
+	// second would often find the first already fenced.
+	maxPausesPerRound = 1
 	// killChanceOutOf: a round after the first has kills with probability
 	// 3/4, so some rounds check that a clean group fails nothing at all.
 	killChanceOutOf = 4
@@ -53,8 +56,12 @@ type faultEvent struct {
 	link   [2]int        // reset, stall: the two members, lower first
 }
 
-// evCont resumes a stopped member.
-const evCont = "cont"
+// evCont resumes a stopped member; evPauseEnd a paused one (a stop's end
+// must not cut a pause short).
+const (
+	evCont     = "cont"
+	evPauseEnd = "pauseend"
+)
 
 type roundPlan struct {
 	round   int
@@ -108,6 +115,21 @@ func plan(o Options, round int) roundPlan {
 			m := rng.IntN(n)
 			p.events = append(p.events, faultEvent{at: start, kind: FaultStop, member: m, dur: d},
 				faultEvent{at: start + d, kind: evCont, member: m})
+		}
+	}
+	if slices.Contains(o.Faults, FaultPause) {
+		k := 1
+		if round > 1 {
+			k = rng.IntN(maxPausesPerRound + 1)
+		}
+		for range k {
+			d := time.Duration((MinPause + rng.Float64()*(MaxPause-MinPause)) * float64(o.DeadAfter))
+			// Room after it for the group's verdict and traffic without it.
+			latest := max(time.Duration(T*faultFrom), p.traffic-d-o.DeadAfter)
+			start := time.Duration(T*faultFrom) + time.Duration(rng.Int64N(int64(latest-time.Duration(T*faultFrom))+1))
+			m := rng.IntN(n)
+			p.events = append(p.events, faultEvent{at: start, kind: FaultPause, member: m, dur: d},
+				faultEvent{at: start + d, kind: evPauseEnd, member: m})
 		}
 	}
 	if slices.Contains(o.Faults, FaultReset) || slices.Contains(o.Faults, FaultStall) {
@@ -189,6 +211,8 @@ func (p roundPlan) describe(names []string) string {
 		switch e.kind {
 		case FaultStop:
 			parts = append(parts, fmt.Sprintf("stop %s@%s for %s", names[e.member], s, e.dur.Round(time.Millisecond)))
+		case FaultPause:
+			parts = append(parts, fmt.Sprintf("pause %s@%s for %s", names[e.member], s, e.dur.Round(time.Millisecond)))
 		case FaultKill:
 			parts = append(parts, fmt.Sprintf("kill %s@%s", names[e.member], s))
 		case FaultReset:

@@ -31,6 +31,8 @@ const (
 	evFail      = "fail"      // an operation failed, was wrong or hung (Fail)
 	evQuiet     = "quiet"     // traffic stopped and drained (Stats: final)
 	evDone      = "done"      // Shutdown returned (Done)
+	evPeerDead  = "peerdead"  // the member's worker took a peer for dead (Member)
+	evFenced    = "fenced"    // the group fenced this member (Err): its worker closed
 )
 
 type command struct {
@@ -55,6 +57,7 @@ type memberConfig struct {
 	StartTimeout    time.Duration `json:"start_timeout"`
 	Inject          string        `json:"inject,omitempty"`
 	HangFor         time.Duration `json:"hang_for,omitempty"`
+	DeadAfter       time.Duration `json:"dead_after"`
 }
 
 type event struct {
@@ -63,6 +66,8 @@ type event struct {
 	Stats *memberStats `json:"stats,omitempty"`
 	Fail  *failure     `json:"fail,omitempty"`
 	Done  *doneInfo    `json:"done,omitempty"`
+	// Member is the peer of evPeerDead.
+	Member int `json:"member,omitempty"`
 }
 
 // memberStats are a member's cumulative counts.
@@ -114,4 +119,7 @@ type doneInfo struct {
 	HeldForDead, HeldForLive int
 	Illegal, BadInput        int
 	MessagesSent             uint64
+	// Fenced: the group fenced this member; it did not run Shutdown (its
+	// worker had closed, its references reclaimed by the others).
+	Fenced bool `json:"fenced,omitempty"`
 }

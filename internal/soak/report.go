@@ -59,6 +59,15 @@ type Report struct {
 	// UnexpectedOnReset are the unexpected failures that involved both
 	// ends of a reset or stalled link (counted in Unexpected too).
 	UnexpectedOnReset int `json:"unexpected_on_reset"`
+	// Split counts members paused past DeadAfter that some members fenced
+	// and others did not (or fenced members never paused): the group must
+	// reach one verdict.
+	Split int `json:"split"`
+	// PausedFenced and PausedAlive count pauses past DeadAfter that the
+	// group answered by fencing the member, or by none of its links taking
+	// it for dead (informational: either is one verdict).
+	PausedFenced int `json:"paused_fenced"`
+	PausedAlive  int `json:"paused_alive"`
 
 	Problems     []string `json:"problems,omitempty"` // the first maxProblems
 	MoreProblems int      `json:"more_problems,omitempty"`
@@ -77,8 +86,8 @@ func newReport(o Options) *Report {
 	if faults == "" {
 		faults = "none"
 	}
-	rep.Reproduce = fmt.Sprintf("rrefgen soak -n %d -transport %s -faults %s -seed %d -round %v -clients %d -deadline %v",
-		o.Members, o.Transport, faults, o.Seed, o.RoundTraffic, o.Clients, o.OpDeadline)
+	rep.Reproduce = fmt.Sprintf("rrefgen soak -n %d -transport %s -faults %s -seed %d -round %v -clients %d -deadline %v -dead-after %v",
+		o.Members, o.Transport, faults, o.Seed, o.RoundTraffic, o.Clients, o.OpDeadline, o.DeadAfter)
 	if o.Rounds > 0 {
 		rep.Reproduce += fmt.Sprintf(" -rounds %d", o.Rounds)
 	} else {
@@ -124,7 +133,7 @@ func (r *Report) addProblem(s string) {
 // at least one round ran.
 func (r *Report) OK() bool {
 	return r.Rounds > 0 && r.Wrong == 0 && r.Hung == 0 && r.Leaked == 0 && r.Unsettled == 0 &&
-		r.Unexpected == 0 && r.Illegal == 0
+		r.Unexpected == 0 && r.Illegal == 0 && r.Split == 0
 }
 
 // TotalOK is the number of operations that returned what they must.
@@ -210,6 +219,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, k := range allFaults {
 		fmt.Fprintf(tw, "%s\t%d\t\n", k, r.Faults[k])
 	}
+	if r.Faults[FaultPause] > 0 {
+		fmt.Fprintf(tw, "  pauses the group fenced\t%d\t\n", r.PausedFenced)
+		fmt.Fprintf(tw, "  pauses no link took for dead\t%d\t\n", r.PausedAlive)
+	}
 	fmt.Fprintf(tw, "ops ok after a kill\t%d\t\n", r.OKAfterKill)
 	fmt.Fprintf(tw, "holds reclaimed from the killed\t%d\t\n", r.HeldForDead)
 	fmt.Fprintf(tw, "stale holds (live placer)\t%d\t\n", r.HeldForLive)
@@ -227,6 +240,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "  of which on a reset or stalled link\t%d\t\n", r.UnexpectedOnReset)
 	}
 	fmt.Fprintf(tw, "illegal transitions\t%d\t\n", r.Illegal)
+	fmt.Fprintf(tw, "split verdicts on a pause\t%d\t\n", r.Split)
 	tw.Flush()
 
 	if len(r.Problems) > 0 {
