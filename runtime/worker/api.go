@@ -337,6 +337,14 @@ var ErrDuplicateFunction = errors.New("worker: function already registered")
 // A name is registered once: a second Register of it returns
 // ErrDuplicateFunction and keeps the first function.
 func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg A) (R, error)) error {
+	if name == "" {
+		// A caller could only reach it by mistake: an empty name is a
+		// variable left unset.
+		return fmt.Errorf("worker: Register on %s: an empty function name", w.name)
+	}
+	if fn == nil {
+		return fmt.Errorf("worker: Register of %q on %s: a nil function", name, w.name)
+	}
 	if strings.Contains(name, signatureSep) {
 		return fmt.Errorf("worker: function name %q holds a NUL byte", name)
 	}

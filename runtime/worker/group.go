@@ -44,6 +44,9 @@ func NewGroup(names []string, cfg Config) ([]*Worker, error) {
 }
 
 func checkNames(names []string) error {
+	if len(names) == 0 {
+		return errors.New("worker: a group needs at least one member; no names given")
+	}
 	seen := map[string]bool{}
 	for _, n := range names {
 		if n == "" || seen[n] {
