@@ -151,8 +151,9 @@ type Core struct {
 
 	tombs bounded[RRefID, tombstone] // freed or never-created values
 	// earlyCancels remembers CallCancels whose Call has not arrived (a
-	// cancel may overtake its call), so that the call runs cancelled.
-	earlyCancels bounded[callKey, struct{}]
+	// cancel may overtake its call), so that the call runs cancelled; the
+	// value says whether it was the caller's deadline (CallCancel.deadline).
+	earlyCancels bounded[callKey, bool]
 	goneForks    bounded[ForkID, struct{}] // recently deleted forks, so a resend cannot revive one
 	tombLimit    int
 
@@ -263,7 +264,7 @@ func New(self WorkerID, opts ...Option) *Core {
 	}
 	c.tombs = newBounded[RRefID, tombstone](c.tombLimit)
 	c.goneForks = newBounded[ForkID, struct{}](c.tombLimit)
-	c.earlyCancels = newBounded[callKey, struct{}](DefaultEarlyCancels)
+	c.earlyCancels = newBounded[callKey, bool](DefaultEarlyCancels)
 	return c
 }
 

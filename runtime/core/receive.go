@@ -26,9 +26,9 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		if err := c.checkDescs(from, rref.CodeCall, m.RRefs); err != nil {
 			return err
 		}
-		_, cancelled := c.earlyCancels.get(callKey{from, m.CallID})
+		pastDeadline, cancelled := c.earlyCancels.get(callKey{from, m.CallID})
 		c.runAfter(from, m.RRefs, Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args,
-			Timeout: callTimeout(m.Timeout), Cancelled: cancelled})
+			Timeout: callTimeout(m.Timeout), Cancelled: cancelled, PastDeadline: pastDeadline})
 	case *rref.CallRet:
 		if c.calls[m.CallID] != from {
 			return c.refuse(from, rref.CodeCallRet, "reply to call %d, which was not made to it", m.CallID)
@@ -61,9 +61,9 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		// which looks it up by (from, id): a peer cancels only its own calls.
 		// One for a call not seen yet (it overtook its call) is remembered,
 		// boundedly, so that the call runs cancelled when it comes.
-		if !c.cancelPending(from, m.CallID) {
-			c.ready.Cancels = append(c.ready.Cancels, Cancel{From: from, CallID: m.CallID})
-			c.earlyCancelsW().add(callKey{from, m.CallID}, struct{}{})
+		if !c.cancelPending(from, m.CallID, m.Deadline) {
+			c.ready.Cancels = append(c.ready.Cancels, Cancel{From: from, CallID: m.CallID, Deadline: m.Deadline})
+			c.earlyCancelsW().add(callKey{from, m.CallID}, m.Deadline)
 		}
 	case *rref.Error:
 		c.ready.Errors = append(c.ready.Errors, &BadInputError{From: from, Code: rref.CodeError, Why: "peer reports " + m.Kind.String() + ": " + m.Message})
@@ -568,7 +568,7 @@ func callTimeout(ns uint64) time.Duration {
 // waits for its arguments' confirmation, and reports whether it did. A peer
 // may have two calls with one id waiting (its own mistake): both are
 // marked, so that which one is does not depend on the order of a table.
-func (c *Core) cancelPending(from WorkerID, id uint64) bool {
+func (c *Core) cancelPending(from WorkerID, id uint64, deadline bool) bool {
 	matches := func(r *pendingRun) bool {
 		return r.run.Kind == RunCall && r.run.From == from && r.run.CallID == id
 	}
@@ -585,7 +585,7 @@ func (c *Core) cancelPending(from WorkerID, id uint64) bool {
 	for _, u := range c.usersW().all() { // the copies' own runs (cow.go)
 		for _, r := range u.runs {
 			if matches(r) {
-				r.run.Cancelled = true
+				r.run.Cancelled, r.run.PastDeadline = true, deadline
 			}
 		}
 	}

@@ -129,6 +129,9 @@ type Run struct {
 	// Cancelled: the caller cancelled the call before it could run (its
 	// RRef arguments were still being confirmed). Answer it at once.
 	Cancelled bool
+	// PastDeadline: with Cancelled, it was the caller's deadline that
+	// passed, not its context that was cancelled.
+	PastDeadline bool
 }
 
 // Failure is why a function failed, as it crosses the wire: its kind, the
@@ -145,6 +148,9 @@ type Failure struct {
 type Cancel struct {
 	From   WorkerID
 	CallID uint64
+	// Deadline: the caller's deadline passed, rather than its context
+	// being cancelled; the function's context ends as past its deadline.
+	Deadline bool
 }
 
 // FetchResult completes a Fetch.
