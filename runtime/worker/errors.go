@@ -138,6 +138,8 @@ func (w *Worker) remoteError(kind rref.ErrorKind, code, msg, fn, where string) e
 		return fmt.Errorf("%w: %s", ErrPeerFailed, what)
 	case rref.ErrorKindLost:
 		return fmt.Errorf("%w: %s", ErrLost, what)
+	case rref.ErrorKindTooLarge:
+		return fmt.Errorf("%w: %s", ErrTooLarge, what)
 	case rref.ErrorKindUser:
 		return &UserError{Function: fn, Worker: where, Code: code, Message: msg, err: w.registeredError(code)}
 	}
@@ -169,6 +171,10 @@ func (w *Worker) fetchError(fr core.FetchResult, fn string, owner core.WorkerID)
 		return ErrLost
 	case rref.ErrorKindTypeMismatch:
 		return mismatch(fr.Message)
+	case rref.ErrorKindTooLarge:
+		// The value exists and its function, if any, succeeded: only its
+		// way here failed.
+		return fmt.Errorf("%w: fetch from %s: %s", ErrTooLarge, w.nameOf(owner), fr.Message)
 	}
 	return w.remoteError(fr.Err, fr.Code, fr.Message, fn, w.nameOf(owner))
 }

@@ -388,9 +388,15 @@ func (w *Worker) sendNow(m core.Envelope) {
 		return
 	}
 	ob := w.outboxes[m.To-1]
+	if size := w.oversize(m.Msg); size > 0 {
+		w.refuseTooLarge(m, size)
+		return
+	}
 	buf := framePool.Get().(*[]byte)
 	frame := rref.AppendFrame((*buf)[:0], m.Msg)
 	if len(frame) > w.maxMessage {
+		// Grown past the limit by what oversize does not measure ahead
+		// (a long error text, many RRefs).
 		w.refuseTooLarge(m, len(frame))
 		return
 	}
