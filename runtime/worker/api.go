@@ -529,9 +529,17 @@ func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingC
 		defer putWireBuf(res.frame, nil, false) // after the result is decoded
 	}
 	if err != nil {
-		// The callee's function stops too (its context is cancelled); an
-		// answer that came meanwhile, or comes later, is released.
-		w.apply(func(c *core.Core) { c.CancelCall(pc.id) })
+		// The callee's function stops too (its context ends as the
+		// caller's did: past its deadline, or cancelled); an answer that
+		// came meanwhile, or comes later, is released.
+		pastDeadline := errors.Is(err, context.DeadlineExceeded)
+		w.apply(func(c *core.Core) {
+			if pastDeadline {
+				c.CancelCallPastDeadline(pc.id)
+			} else {
+				c.CancelCall(pc.id)
+			}
+		})
 		w.releaseAll(res.Handles)
 		return zero, err
 	}

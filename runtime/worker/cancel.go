@@ -182,7 +182,7 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 			c.due = dueAfter(run.Timeout)
 		}
 		if run.Cancelled {
-			c.err = context.Canceled
+			c.err = cancelCause(run.PastDeadline)
 		}
 		key := keyOf(run.From, run.CallID)
 		if first := w.calling[key]; first == nil {
@@ -201,9 +201,20 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 	for _, cancel := range rd.Cancels {
 		// A peer names only its own calls: the key holds its id.
 		for c := w.calling[keyOf(cancel.From, cancel.CallID)]; c != nil; c = c.next {
-			c.end(context.Canceled)
+			c.end(cancelCause(cancel.Deadline))
 		}
 	}
+}
+
+// cancelCause is why a call's context ends when its caller stops waiting:
+// past the caller's deadline, or cancelled. The callee's own timer would
+// say DeadlineExceeded a moment later; a cancel that said Canceled instead
+// would have the function believe someone changed their mind.
+func cancelCause(pastDeadline bool) error {
+	if pastDeadline {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
 }
 
 // callContext is the context run's function runs in, under parent: the

@@ -1,0 +1,100 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// pairOver starts workers A and B over transport, mem (NewGroup) or tcp
+// (Start on loopback), each set up by setup; they close with the test.
+func pairOver(t *testing.T, transport string, setup func(*Worker)) (a, b *Worker) {
+	t.Helper()
+	cfg := Config{Logger: quiet, Setup: setup}
+	if transport == "mem" {
+		ws, err := NewGroup([]string{"A", "B"}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws[0].Close(); ws[1].Close() })
+		return ws[0], ws[1]
+	}
+	var peers []Peer
+	for _, name := range []string{"A", "B"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers = append(peers, Peer{Name: name, Addr: ln.Addr().String()})
+		ln.Close()
+	}
+	ctx := ctxT(t)
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		b, err = Start(ctx, "B", peers, []byte("s"), cfg)
+		done <- err
+	}()
+	a, err := Start(ctx, "A", peers, []byte("s"), cfg)
+	if berr := <-done; err != nil || berr != nil {
+		t.Fatal(err, berr)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// The caller's deadline is short, the runs several: the callee's own
+// clock and the caller's cancel race once per run.
+const (
+	callerDeadline = 20 * time.Millisecond
+	deadlineRuns   = 5
+)
+
+// When the caller's deadline ended a call, the callee's context said
+// Canceled (5 runs of 5 over tcp): the caller's cancel, sent as its
+// deadline passed, overtook the callee's own timer, which runs one transit
+// later. The cancel now says which it was, and the callee's context
+// reports DeadlineExceeded; a cancel still reports Canceled.
+func TestCalleeSeesTheCallersDeadline(t *testing.T) {
+	for _, transport := range []string{"mem", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			seen := make(chan error, 1)
+			a, _ := pairOver(t, transport, func(w *Worker) {
+				Register(w, "wait", func(ctx context.Context, _ int) (int, error) {
+					<-ctx.Done()
+					seen <- ctx.Err()
+					return 0, ctx.Err()
+				})
+			})
+			ctx := ctxT(t)
+			callee := func(what string, want error) {
+				t.Helper()
+				select {
+				case got := <-seen:
+					if got != want {
+						t.Errorf("%s: the callee's context says %v, want %v", what, got, want)
+					}
+				case <-ctx.Done():
+					t.Fatalf("%s: the callee's context never ended", what)
+				}
+			}
+			for range deadlineRuns {
+				cctx, cancel := context.WithTimeout(ctx, callerDeadline)
+				_, err := Call[int](cctx, a, "B", "wait", 0)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("the caller: %v, want DeadlineExceeded", err)
+				}
+				callee("past the caller's deadline", context.DeadlineExceeded)
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(callerDeadline, cancel)
+			if _, err := Call[int](cctx, a, "B", "wait", 0); !errors.Is(err, context.Canceled) {
+				t.Errorf("the caller, cancelled: %v", err)
+			}
+			callee("cancelled by the caller", context.Canceled)
+		})
+	}
+}
