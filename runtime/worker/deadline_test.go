@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -97,4 +98,49 @@ func TestCalleeSeesTheCallersDeadline(t *testing.T) {
 			callee("cancelled by the caller", context.Canceled)
 		})
 	}
+}
+
+// A function that returns ctx.Err() (or wraps it) gave its caller
+// "... context deadline exceeded: context deadline exceeded": the
+// message, then the sentinel wrapped after it.
+func TestContextErrorsSaidOnce(t *testing.T) {
+	a, _ := pairOver(t, "mem", func(w *Worker) {
+		Register(w, "own", func(ctx context.Context, wrap bool) (int, error) {
+			c, cancel := context.WithTimeout(ctx, time.Millisecond)
+			defer cancel()
+			<-c.Done()
+			if wrap {
+				return 0, errors.Join(errors.New("db query"), c.Err())
+			}
+			return 0, c.Err()
+		})
+		Register(w, "quit", func(ctx context.Context, _ bool) (int, error) {
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			return 0, c.Err()
+		})
+	})
+	ctx := ctxT(t)
+	once := func(what string, err, cause error) {
+		t.Helper()
+		if !errors.Is(err, cause) || strings.Count(err.Error(), cause.Error()) != 1 || !strings.Contains(err.Error(), " on B") {
+			t.Errorf("%s: %q, want it to match %v and say it once, naming the call", what, err, cause)
+		}
+	}
+	_, err := Call[int](ctx, a, "B", "own", false)
+	once("a call returning ctx.Err()", err, context.DeadlineExceeded)
+	_, err = Call[int](ctx, a, "B", "own", true)
+	once("a call returning a join with ctx.Err()", err, context.DeadlineExceeded)
+	if err != nil && !strings.Contains(err.Error(), "db query") {
+		t.Errorf("the function's own words are lost: %v", err)
+	}
+	_, err = Call[int](ctx, a, "B", "quit", false)
+	once("a call returning its own cancel", err, context.Canceled)
+	r, err := Remote[int](ctx, a, "B", "own", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.ToHere(ctx)
+	once("a Remote's value", err, context.DeadlineExceeded)
+	r.Release()
 }
