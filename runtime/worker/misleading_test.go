@@ -9,12 +9,21 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
 // Errors that misled a newcomer (issue 34): each test fails on the code
 // that misled and passes on the fix.
+
+// A caller gives up on a function that ignores its context after
+// callerGivesUp; Shutdown gives up after shutdownGivesUp, far longer than
+// the barrier takes to settle when nothing runs.
+const (
+	callerGivesUp   = 20 * time.Millisecond
+	shutdownGivesUp = 300 * time.Millisecond
+)
 
 // A nil *RRef, what a failed Remote returns, panicked in ToHere and in the
 // deferred Release that typically follows. Every method now answers:
@@ -143,5 +152,70 @@ func TestPanicStackLoggedAndCarried(t *testing.T) {
 	if rec.Worker != "B" || rec.Function != "explode" || !strings.Contains(rec.Panic, "nil map") ||
 		!strings.Contains(rec.Stack, "worker_test.detonate") || !strings.Contains(rec.Stack, "goroutine ") {
 		t.Errorf("the callee's log has no record of the panic with its stack:\n%s", logs.String())
+	}
+}
+
+// A function that ignores its context blocks Shutdown, and the report said
+// "1 frames from A to B not yet taken" (the call it runs counts as taken
+// once it returns). It names the function now, its caller and since when:
+// for a call, and for a Remote (whose value it names as being made).
+func TestShutdownNamesFunctionsStillRunning(t *testing.T) {
+	for _, remote := range []bool{false, true} {
+		release := make(chan struct{})
+		ws, err := worker.NewGroup([]string{"A", "B"}, worker.Config{Logger: slog.New(slog.DiscardHandler), Setup: func(w *worker.Worker) {
+			worker.Register(w, "stuck", func(ctx context.Context, _ int) (int, error) { <-release; return 0, nil })
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		want := []string{"B runs 1 function", "function stuck, called by A, running since "}
+		if remote {
+			want = []string{"(not yet created: function stuck still running)", "function stuck, making the value of a Remote by A, running since "}
+			r, err := worker.Remote[int](context.Background(), ws[0], "B", "stuck", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Release()
+		} else {
+			cctx, cancel := context.WithTimeout(context.Background(), callerGivesUp)
+			_, err = worker.Call[int](cctx, ws[0], "B", "stuck", 1)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the call: %v", err)
+			}
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGivesUp)
+		err = worker.ShutdownGroup(sctx, ws)
+		cancel()
+		close(release) // for goleak: the abandoned function ends
+		var le *worker.LeakError
+		if !errors.As(err, &le) {
+			t.Fatalf("Shutdown past its context with a function running: %v, want a LeakError", err)
+		}
+		t.Log(err)
+		msg := err.Error()
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("the report does not say %q:\n%s", w, msg)
+			}
+		}
+		if strings.Contains(msg, "frames from A to B") {
+			t.Errorf("the report blames frames in flight, not the function:\n%s", msg)
+		}
+		found := false
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			if errors.As(e, &le) && le.Worker == "B" {
+				found = len(le.Running) == 1
+				for _, f := range le.Running {
+					if f.Function != "stuck" || f.Caller != "A" || f.Remote != remote || f.Since.Before(began) || f.Since.After(time.Now()) {
+						t.Errorf("the running function reported as %+v", f)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("B's LeakError does not list the one running function:\n%s", msg)
+		}
 	}
 }
