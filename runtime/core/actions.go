@@ -24,7 +24,7 @@ func (c *Core) NewLocal(value []byte) HandleID {
 // (fork == rref) as the handle.
 func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) (HandleID, error) {
 	if c.dead.has(worker) {
-		return 0, fmt.Errorf("%w: remote to worker %d", ErrPeerDead, worker)
+		return 0, fmt.Errorf("%w: remote to %s", ErrPeerDead, c.who(worker))
 	}
 	if err := c.checkPassable(refs, true); err != nil {
 		return 0, err
@@ -66,7 +66,7 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 // travels with the call and bounds the callee's run of it (Run.Timeout).
 func (c *Core) CallWithin(worker WorkerID, fn string, args []byte, refs []HandleID, timeout time.Duration) (uint64, error) {
 	if c.dead.has(worker) {
-		return 0, fmt.Errorf("%w: call to worker %d", ErrPeerDead, worker)
+		return 0, fmt.Errorf("%w: call to %s", ErrPeerDead, c.who(worker))
 	}
 	if err := c.checkPassable(refs, true); err != nil {
 		return 0, err

@@ -182,6 +182,9 @@ type Core struct {
 	// one per step) carries neither.
 	dec  *rref.Decoder // DeliverFrame's, reused: Deliver keeps no message
 	msgs *msgPools     // sent messages passed back by TakeReadyInto
+	// names names workers in the core's error texts (WithNames); nil:
+	// "worker N".
+	names func(WorkerID) string
 }
 
 // Option configures a Core.
@@ -225,6 +228,21 @@ func WithPendingTicks(n int) Option {
 			c.pendingTicks = uint64(n)
 		}
 	}
+}
+
+// WithNames has the core name workers in its errors by name(id), the
+// driver's names for them, instead of "worker N": the core knows workers
+// by index only, and a reader knows them by name.
+func WithNames(name func(WorkerID) string) Option {
+	return func(c *Core) { c.names = name }
+}
+
+// who names worker id in an error text.
+func (c *Core) who(id WorkerID) string {
+	if c.names != nil {
+		return c.names(id)
+	}
+	return fmt.Sprintf("worker %d", id)
 }
 
 // WithDeferredAcks lets the core hold back the RemoteRet that confirms a
@@ -375,6 +393,9 @@ func (c *Core) refuse(from WorkerID, code rref.Code, format string, args ...any)
 func (c *Core) refuseErr(from WorkerID, code rref.Code, cause error, format string, args ...any) error {
 	c.bad++
 	err := &BadInputError{From: from, Code: code, Why: fmt.Sprintf(format, args...), Err: cause}
+	if c.names != nil {
+		err.FromName = c.names(from)
+	}
 	c.ready.Errors = append(c.ready.Errors, err)
 	return err
 }

@@ -130,7 +130,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 			// fork: only its creator holds it, so the request was a squat.
 			// The squatter was told yes, but its delete and fetches through
 			// this fork are refused from now on.
-			c.refuseErr(f.holder, rref.CodeForkRequest, ErrForkHeld, "fork %v of %v is its creator's, worker %d", m.Fork, m.RRef, from)
+			c.refuseErr(f.holder, rref.CodeForkRequest, ErrForkHeld, "fork %v of %v is its creator's, %s", m.Fork, m.RRef, c.who(from))
 			f.holder = from
 			o.forks.put(m.Fork, f)
 		}
@@ -224,7 +224,7 @@ func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
 	if o != nil {
 		if f, ok := o.forks.get(m.Fork); ok && f.holder != from {
 			c.send(from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindBadRequest}))
-			return c.refuseErr(from, rref.CodeFetchCall, ErrForkHeld, "fetch through fork %v, held by worker %d", m.Fork, f.holder)
+			return c.refuseErr(from, rref.CodeFetchCall, ErrForkHeld, "fetch through fork %v, held by %s", m.Fork, c.who(f.holder))
 		}
 	}
 	if o == nil || o.state == rref.OwnerAwaiting {
@@ -308,14 +308,14 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	}
 	if seen && f.holder != from {
 		refused()
-		return c.refuseErr(from, rref.CodeForkRequest, ErrForkHeld, "fork %v is held by worker %d", m.Fork, f.holder)
+		return c.refuseErr(from, rref.CodeForkRequest, ErrForkHeld, "fork %v is held by %s", m.Fork, c.who(f.holder))
 	}
 	if !seen && o != nil {
 		if p, ok := o.forks.get(m.Parent); ok && p.holder != m.Fork.Worker {
 			// A child's id is minted by its parent's holder.
 			c.goneForksW().add(m.Fork, struct{}{})
 			refused()
-			return c.refuse(from, rref.CodeForkRequest, "fork %v names parent %v, held by worker %d, which did not mint it", m.Fork, m.Parent, p.holder)
+			return c.refuse(from, rref.CodeForkRequest, "fork %v names parent %v, held by %s, which did not mint it", m.Fork, m.Parent, c.who(p.holder))
 		}
 	}
 	if !seen && (o == nil || o.state == rref.OwnerAwaiting) {
@@ -395,7 +395,7 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 		return c.refuse(from, rref.CodeUserDelete, "delete for unknown fork %v of %v", m.Fork, m.RRef)
 	}
 	if f.holder != from {
-		return c.refuseErr(from, rref.CodeUserDelete, ErrForkHeld, "delete for fork %v, held by worker %d", m.Fork, f.holder)
+		return c.refuseErr(from, rref.CodeUserDelete, ErrForkHeld, "delete for fork %v, held by %s", m.Fork, c.who(f.holder))
 	}
 	switch c.stepFork(&f, rref.ForkOnDelete) {
 	case genrt.Moved:

@@ -88,10 +88,16 @@ type BadInputError struct {
 	Code rref.Code
 	Why  string
 	Err  error // ErrForkHeld, ErrPendingLimit, or nil
+	// FromName names From, when the core was given names (WithNames).
+	FromName string
 }
 
 func (e *BadInputError) Error() string {
-	return fmt.Sprintf("core: bad %v from worker %d: %s", e.Code, e.From, e.Why)
+	from := e.FromName
+	if from == "" {
+		from = fmt.Sprintf("worker %d", e.From)
+	}
+	return fmt.Sprintf("core: bad %v from %s: %s", e.Code, from, e.Why)
 }
 
 func (e *BadInputError) Is(target error) bool { return target == ErrBadInput }

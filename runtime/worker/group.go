@@ -270,7 +270,7 @@ func (w *Worker) acceptMembers(ctx context.Context, accept func(context.Context)
 		id, err := readHello(ctx, conn, len(w.names))
 		switch {
 		case err == nil && id <= me:
-			err = fmt.Errorf("member #%d should not dial #%d", id, me)
+			err = fmt.Errorf("%s should not dial %s, listed before it", w.names[id], w.name)
 		case err == nil && w.conn(core.WorkerID(id+1)) != nil:
 			err = fmt.Errorf("%s is already connected", w.names[id])
 		}

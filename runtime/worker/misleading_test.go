@@ -23,6 +23,8 @@ import (
 const (
 	callerGivesUp   = 20 * time.Millisecond
 	shutdownGivesUp = 300 * time.Millisecond
+	// testBound is far above anything here takes, far below forever.
+	testBound = 10 * time.Second
 )
 
 // A nil *RRef, what a failed Remote returns, panicked in ToHere and in the
@@ -218,4 +220,38 @@ func TestShutdownNamesFunctionsStillRunning(t *testing.T) {
 			t.Errorf("B's LeakError does not list the one running function:\n%s", msg)
 		}
 	}
+}
+
+// A call to a worker found dead said "call to worker 1": the core's index,
+// which the program never used. Errors name the worker as the group does.
+func TestErrorsNameWorkersByName(t *testing.T) {
+	failed := make(chan string, 1)
+	ws, err := worker.NewGroup([]string{"ps", "trainer"}, worker.Config{Logger: slog.New(slog.DiscardHandler),
+		OnPeerFailed: func(peer string, _ error) { failed <- peer }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws[1].Close()
+	ws[0].Close()
+	ctx := ctxFor(t)
+	select {
+	case <-failed:
+	case <-ctx.Done():
+		t.Fatal("trainer never saw ps fail")
+	}
+	_, err = worker.Call[int](ctx, ws[1], "ps", "f", 1)
+	if !errors.Is(err, worker.ErrPeerFailed) || !strings.Contains(err.Error(), "call to ps") || strings.Contains(err.Error(), "worker 1") {
+		t.Errorf("a call to a dead worker: %v, want it named ps", err)
+	}
+	_, err = worker.Remote[int](ctx, ws[1], "ps", "f", 1)
+	if !errors.Is(err, worker.ErrPeerFailed) || !strings.Contains(err.Error(), "remote to ps") || strings.Contains(err.Error(), "worker 1") {
+		t.Errorf("a Remote to a dead worker: %v, want it named ps", err)
+	}
+}
+
+// ctxFor is a context that ends with the test, or after testBound.
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testBound)
+	t.Cleanup(cancel)
+	return ctx
 }

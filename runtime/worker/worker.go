@@ -190,7 +190,7 @@ type Worker struct {
 
 func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id, core.WithDeferredAcks()),
+	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names,
 		calls: newWaiting[callDone](), fetches: newWaiting[fetchDone](), kept: map[core.HandleID]bool{},
 		calling: map[callKey]*callCtx{}, remotes: map[core.RRefID]running{}, valueTypes: map[core.RRefID]reflect.Type{},
 		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
@@ -200,6 +200,9 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 			w.outboxes[i] = &outbox{ready: make(chan struct{}, 1)}
 		}
 	}
+	// The core knows workers by index; its errors name them as the
+	// program does.
+	w.c = core.New(id, core.WithDeferredAcks(), core.WithNames(w.nameOf))
 	w.readies.New = func() any { return new(core.Ready) }
 	w.acks.delay = ackDelay
 	w.maxMessage = maxMessageOf(w.cfg.FIFO)
