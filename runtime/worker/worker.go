@@ -81,6 +81,9 @@ type Config struct {
 	// before sending it, so messages overtake one another (the protocol
 	// assumes no delivery order). For tests: set through hooks.WorkerJitter.
 	jitter func() time.Duration
+	// startNotice is how often Start logs the members it still waits for
+	// (startNoticeEvery when 0); tests shorten it.
+	startNotice time.Duration
 }
 
 func (c Config) withDefaults() Config {
