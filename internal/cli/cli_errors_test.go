@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeModule is a folder that findModuleRoot takes for this module's root,
+// so gen writes there, not into the committed generated/ packages.
+func fakeModule(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module "+ModulePath+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// gen's and graph's errors said "rrefgen check:" (and gen's outside the
+// module "rrefgen:"): each command's errors carry its own name.
+func TestEachCommandPrefixesItsErrors(t *testing.T) {
+	for _, c := range []string{"gen", "graph", "check"} {
+		code, _, errs := run(t, t.TempDir(), c, "missing.rspec")
+		if code != ExitFail || !strings.HasPrefix(errs, "rrefgen "+c+": ") {
+			t.Errorf("%s of a missing spec: exit %d, %q; want it prefixed rrefgen %s:", c, code, errs, c)
+		}
+	}
+	outside := t.TempDir() // no go.mod of this module above it
+	if code, _, errs := run(t, outside, "gen"); code != ExitFail || !strings.HasPrefix(errs, "rrefgen gen: not inside") {
+		t.Errorf("gen outside the module: exit %d, %q", code, errs)
+	}
+	dir := fakeModule(t)
+	if code, out, errs := run(t, dir, "gen"); code != ExitOK || !strings.HasPrefix(out, "rrefgen gen: wrote ") {
+		t.Errorf("gen into a module: exit %d, %q %q", code, out, errs)
+	}
+}
+
+// soak's usage error printed 45 lines (the error, then its whole help),
+// others one: every command's usage error is one line, prefixed with the
+// command, and a hint to its -h.
+func TestUsageErrorsAreOneLineWithAHint(t *testing.T) {
+	dir := t.TempDir()
+	cases := [][]string{{"bench"}, {"bench", "nosuch"}, {"bench", "fifo", "-format", "xml"}, {"soak", "-n", "9"}, {"soak", "extra"},
+		{"conformance", "-mode", "bogus"}, {"graph", "-format", "png"}}
+	for _, c := range commands {
+		cases = append(cases, []string{c.name, "-nosuchflag"})
+	}
+	for _, args := range cases {
+		code, _, errs := run(t, dir, args...)
+		lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+		if code != ExitUsage || len(lines) != 2 || !strings.HasPrefix(lines[0], "rrefgen "+args[0]+": ") ||
+			!strings.Contains(lines[1], "rrefgen "+args[0]+" -h") {
+			t.Errorf("%v: exit %d, %d lines on stderr, want 2 (the error, a hint to -h):\n%s", args, code, len(lines), errs)
+		}
+	}
+	code, _, errs := run(t, dir, "conformence")
+	if lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n"); code != ExitUsage || len(lines) != 2 || !strings.Contains(errs, "did you mean conformance?") {
+		t.Errorf("an unknown command: exit %d, %d lines:\n%s", code, len(lines), errs)
+	}
+}
