@@ -18,6 +18,21 @@ func fakeModule(t *testing.T) string {
 	return dir
 }
 
+// gen -pkg without -out rewrote both committed generated/ packages with the
+// import path given (issue 34). It is refused, and nothing is written.
+func TestGenPkgWithoutOutRefused(t *testing.T) {
+	dir := fakeModule(t)
+	for _, args := range [][]string{{"gen", "-pkg", "example.com/x"}, {"gen", "-check", "-pkg", "example.com/x"}} {
+		code, out, errs := run(t, dir, args...)
+		if code != ExitUsage || !strings.Contains(errs, "-out") {
+			t.Errorf("%v: exit %d, %q %q; want a usage error asking for -out", args, code, out, errs)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "generated")); !os.IsNotExist(err) {
+		t.Errorf("gen -pkg without -out wrote generated/ (%v)", err)
+	}
+}
+
 // gen's and graph's errors said "rrefgen check:" (and gen's outside the
 // module "rrefgen:"): each command's errors carry its own name.
 func TestEachCommandPrefixesItsErrors(t *testing.T) {

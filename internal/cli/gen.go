@@ -110,6 +110,12 @@ a diff of every stale file and exits 1 when the output is not up to date.`)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
+	if *pkg != "" && *out == "" {
+		// Without -out, gen writes the project's generated/ packages, whose
+		// import paths are the module's: another path there breaks them
+		// (it rewrote both committed packages).
+		return usageError(env, "gen", "-pkg %s names the package of a folder given by -out; give -out too", *pkg)
+	}
 	specs, ok := loadSpecs(env, "gen", fs.Args(), initialismsOf(*initialisms))
 	if !ok {
 		return ExitFail
