@@ -13,6 +13,11 @@ func init() {
 	register(command{"bench", "measure transports and calls side by side with their peers (bench fifo, bench rpc)", runBench})
 }
 
+// minCellTime is the shortest -d: a cell shorter than a millisecond times a
+// handful of round trips, less than one scheduler tick, and a zero or
+// negative one measures nothing (it printed -9223372036854776.00).
+const minCellTime = time.Millisecond
+
 func runBench(env *Env, args []string) int {
 	fs := newFlags(env, "bench", "fifo|rpc [-format text|csv|json] [-d DURATION]", `
 bench fifo measures in one run, on this machine: the FIFO transport over shm,
@@ -47,6 +52,9 @@ Timings swing between runs on shared hosts: read the ratios.`)
 	}
 	if st := parseFlags(env, fs, args[1:]); st >= 0 {
 		return st
+	}
+	if *d < minCellTime {
+		return usageError(env, "bench", "-d %v: want at least %v per cell", *d, minCellTime)
 	}
 	if *format != "text" && *format != "csv" && *format != "json" {
 		return usageError(env, "bench", "unknown -format %q", *format)

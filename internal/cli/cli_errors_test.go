@@ -52,6 +52,38 @@ func TestEachCommandPrefixesItsErrors(t *testing.T) {
 	}
 }
 
+// bench fifo -d 0 printed -9223372036854776.00 and conformance
+// -timeout=-1s was taken: every duration and count flag is checked before
+// anything runs.
+func TestDurationAndCountFlagsValidated(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"bench", "fifo", "-d", "0"},
+		{"bench", "fifo", "-d", "-1s"},
+		{"bench", "rpc", "-d", "1ns"},
+		{"conformance", "-timeout=-1s"},
+		{"conformance", "-timeout", "0"},
+		{"conformance", "-target", "runtime", "-timeout", "1m"}, // the runtime target has no timeout
+		{"conformance", "-max-states", "0"},
+		{"conformance", "-max-memory", "0"},
+		{"conformance", "-mode", "pct", "-walks", "-3"},
+		{"conformance", "-workers", "-1"},
+		{"conformance", "-target", "runtime", "-runs", "0"},
+		{"soak", "-d", "0"},
+		{"soak", "-n", "2"},
+		{"soak", "-rounds", "-1"},
+		{"soak", "-round", "0"},
+		{"soak", "-clients", "0"},
+		{"soak", "-deadline", "-1s"},
+		{"soak", "-from", "0"},
+	} {
+		code, out, errs := run(t, dir, args...)
+		if code != ExitUsage || out != "" || !strings.HasPrefix(errs, "rrefgen "+args[0]+": ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error and nothing run", args, code, out, errs)
+		}
+	}
+}
+
 // soak's usage error printed 45 lines (the error, then its whole help),
 // others one: every command's usage error is one line, prefixed with the
 // command, and a hint to its -h.

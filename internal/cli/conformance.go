@@ -72,6 +72,11 @@ stopped an exhaustive search short: that is not a proof.`)
 	if *maxMemory < 1 {
 		return usageError(env, "conformance", "-max-memory %d: want at least 1 (MiB)", *maxMemory)
 	}
+	if *timeout <= 0 {
+		// A bound of no time would stop every search at once, to report
+		// each scenario incomplete.
+		return usageError(env, "conformance", "-timeout %v: want a positive time", *timeout)
+	}
 	if os.Getenv("GOGC") == "" {
 		// A search allocates a copy of each state it steps to and keeps
 		// few: collecting less often buys about a fifth of its time.
@@ -96,7 +101,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	}
 	// The runtime target runs each scenario -runs times on real workers:
 	// the search's flags mean nothing to it.
-	for _, name := range []string{"mode", "walks", "json", "enumerate", "replay", "max-states", "max-memory", "unreduced", "workers"} {
+	for _, name := range []string{"mode", "walks", "json", "enumerate", "replay", "max-states", "max-memory", "timeout", "unreduced", "workers"} {
 		if set[name] && *target == "runtime" {
 			return usageError(env, "conformance", "-%s does not apply to -target runtime", name)
 		}
