@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -90,7 +91,7 @@ func TestDurationAndCountFlagsValidated(t *testing.T) {
 func TestUsageErrorsAreOneLineWithAHint(t *testing.T) {
 	dir := t.TempDir()
 	cases := [][]string{{"bench"}, {"bench", "nosuch"}, {"bench", "fifo", "-format", "xml"}, {"soak", "-n", "9"}, {"soak", "extra"},
-		{"conformance", "-mode", "bogus"}, {"graph", "-format", "png"}}
+		{"conformance", "-mode", "bogus"}, {"graph", "-format", "png"}, {"version", "extra"}}
 	for _, c := range commands {
 		cases = append(cases, []string{c.name, "-nosuchflag"})
 	}
@@ -105,5 +106,25 @@ func TestUsageErrorsAreOneLineWithAHint(t *testing.T) {
 	code, _, errs := run(t, dir, "conformence")
 	if lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n"); code != ExitUsage || len(lines) != 2 || !strings.Contains(errs, "did you mean conformance?") {
 		t.Errorf("an unknown command: exit %d, %d lines:\n%s", code, len(lines), errs)
+	}
+}
+
+// There was no version command. rrefgen version prints the module
+// version and, when the binary records one, the revision it was built from.
+func TestVersion(t *testing.T) {
+	code, out, errs := run(t, "", "version")
+	if code != ExitOK || !strings.HasPrefix(out, "rrefgen "+ModulePath+" ") || !strings.Contains(out, "built with go") || errs != "" {
+		t.Errorf("version: exit %d, %q %q", code, out, errs)
+	}
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: ModulePath, Version: "v0.3.1"}, Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "207fdf1c"}, {Key: "vcs.time", Value: "2026-12-04T15:56:18Z"}, {Key: "vcs.modified", Value: "true"},
+	}}
+	want := "rrefgen " + ModulePath + " v0.3.1, git revision 207fdf1c of 2026-12-04T15:56:18Z, modified, built with go1.26.8"
+	if got := versionLine(bi); got != want {
+		t.Errorf("a stamped build:\n got %s\nwant %s", got, want)
+	}
+	bi.Settings = nil
+	if got := versionLine(bi); !strings.Contains(got, "no revision recorded") {
+		t.Errorf("a build with no revision: %s", got)
 	}
 }
