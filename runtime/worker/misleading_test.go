@@ -17,11 +17,9 @@ import (
 // Errors that misled a newcomer (issue 34): each test fails on the code
 // that misled and passes on the fix.
 
-// A caller gives up on a function that ignores its context after
-// callerGivesUp; Shutdown gives up after shutdownGivesUp, far longer than
-// the barrier takes to settle when nothing runs.
+// Shutdown gives up after shutdownGivesUp, far longer than the barrier
+// takes to settle when nothing runs.
 const (
-	callerGivesUp   = 20 * time.Millisecond
 	shutdownGivesUp = 300 * time.Millisecond
 	// testBound is far above anything here takes, far below forever.
 	testBound = 10 * time.Second
@@ -164,8 +162,13 @@ func TestPanicStackLoggedAndCarried(t *testing.T) {
 func TestShutdownNamesFunctionsStillRunning(t *testing.T) {
 	for _, remote := range []bool{false, true} {
 		release := make(chan struct{})
+		entered := make(chan struct{}, 1)
 		ws, err := worker.NewGroup([]string{"A", "B"}, worker.Config{Logger: slog.New(slog.DiscardHandler), Setup: func(w *worker.Worker) {
-			worker.Register(w, "stuck", func(ctx context.Context, _ int) (int, error) { <-release; return 0, nil })
+			worker.Register(w, "stuck", func(ctx context.Context, _ int) (int, error) {
+				entered <- struct{}{}
+				<-release // ignores its context, as careless code does
+				return 0, nil
+			})
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -179,11 +182,14 @@ func TestShutdownNamesFunctionsStillRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Release()
+			<-entered
 		} else {
-			cctx, cancel := context.WithTimeout(context.Background(), callerGivesUp)
-			_, err = worker.Call[int](cctx, ws[0], "B", "stuck", 1)
+			// The caller gives up once the function runs.
+			cctx, cancel := context.WithCancel(context.Background())
+			f := worker.Go[int](cctx, ws[0], "B", "stuck", 1)
+			<-entered
 			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) {
+			if _, err := f.Wait(context.Background()); !errors.Is(err, context.Canceled) {
 				t.Fatalf("the call: %v", err)
 			}
 		}
