@@ -34,7 +34,7 @@ func (s *syncBuffer) String() string {
 // startNoticeTest, gives up after startGivesUp: several notices' worth.
 const (
 	startNoticeTest = 20 * time.Millisecond
-	startGivesUp    = 300 * time.Millisecond
+	startGivesUp    = 500 * time.Millisecond
 )
 
 // Start was silent while it waited for members (10 s and more when one
