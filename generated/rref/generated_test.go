@@ -16,7 +16,7 @@ func messageSamples() []Message {
 			CallID:   1099511627776,
 			Function: "héllo",
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindDeadlineExceeded,
+				Cut: ErrorKindTooLarge,
 				Fork: ForkID{
 					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
@@ -32,7 +32,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindDeadlineExceeded,
+				Cut: ErrorKindTooLarge,
 				Fork: ForkID{
 					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
@@ -53,10 +53,10 @@ func messageSamples() []Message {
 		&CallRet{
 			CallID:  1099511627776,
 			Code:    "héllo",
-			Error:   ErrorKindDeadlineExceeded,
+			Error:   ErrorKindTooLarge,
 			Message: "héllo",
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindDeadlineExceeded,
+				Cut: ErrorKindTooLarge,
 				Fork: ForkID{
 					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
@@ -72,7 +72,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindDeadlineExceeded,
+				Cut: ErrorKindTooLarge,
 				Fork: ForkID{
 					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
@@ -102,7 +102,7 @@ func messageSamples() []Message {
 				Worker: WorkerID(70000),
 			},
 			RRefs: []RRefDesc{RRefDesc{
-				Cut: ErrorKindDeadlineExceeded,
+				Cut: ErrorKindTooLarge,
 				Fork: ForkID{
 					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
@@ -118,7 +118,7 @@ func messageSamples() []Message {
 				},
 				TypeName: "héllo",
 			}, RRefDesc{
-				Cut: ErrorKindDeadlineExceeded,
+				Cut: ErrorKindTooLarge,
 				Fork: ForkID{
 					Local:  uint64(0xfedcba9876543210),
 					Worker: WorkerID(70000),
@@ -159,7 +159,7 @@ func messageSamples() []Message {
 		&FetchRet{
 			Code:     "héllo",
 			Confirms: true,
-			Error:    ErrorKindDeadlineExceeded,
+			Error:    ErrorKindTooLarge,
 			FetchID:  1099511627776,
 			Message:  "héllo",
 			RRef: RRefID{
@@ -216,10 +216,13 @@ func messageSamples() []Message {
 		},
 		&Error{
 			InReplyTo: 300,
-			Kind:      ErrorKindDeadlineExceeded,
+			Kind:      ErrorKindTooLarge,
 			Message:   "héllo",
 		},
-		&CallCancel{CallID: 1099511627776},
+		&CallCancel{
+			CallID:   1099511627776,
+			Deadline: true,
+		},
 	}
 }
 

@@ -966,6 +966,9 @@ func ConsumeError(b []byte, lim *genrt.Limits) (v Error, n int, err error) {
 // its answer, still sent, is dropped by the caller.
 type CallCancel struct {
 	CallID uint64
+	// The caller's deadline passed (rather than its context being cancelled): the function's
+	// context ends as past its deadline, as it would by the callee's own clock a moment later.
+	Deadline bool
 }
 
 func (m *CallCancel) MessageCode() Code {
@@ -982,12 +985,14 @@ func (m *CallCancel) BodySize() int {
 func SizeCallCancel(v *CallCancel) int {
 	n := 0
 	n += genrt.SizeUvarint(uint64(v.CallID))
+	n += 1
 	return n
 }
 
 // AppendCallCancel appends the encoding of v to b.
 func AppendCallCancel(b []byte, v *CallCancel) []byte {
 	b = genrt.AppendUvarint(b, uint64(v.CallID))
+	b = genrt.AppendBool(b, bool(v.Deadline))
 	return b
 }
 
@@ -1003,11 +1008,19 @@ func ConsumeCallCancel(b []byte, lim *genrt.Limits) (v CallCancel, n int, err er
 		v.CallID = x
 		off += k
 	}
+	{
+		x, k, err := genrt.ConsumeBool(b[off:])
+		if err != nil {
+			return v, 0, genrt.Wrap("CallCancel", "deadline", off, err)
+		}
+		v.Deadline = x
+		off += k
+	}
 	return v, off, nil
 }
 
 // FrameVersion is the first byte of every frame of this protocol.
-const FrameVersion = 2
+const FrameVersion = 3
 
 // SizeFrame is the encoded size of m's frame.
 func SizeFrame(m Message) int {

@@ -49,12 +49,14 @@ const (
 	ErrorKindCancelled ErrorKind = 10
 	// The function's deadline passed: the caller's, or one of its own.
 	ErrorKindDeadlineExceeded ErrorKind = 11
+	// The result or value does not fit in one message of the transport: no function failed.
+	ErrorKindTooLarge ErrorKind = 12
 )
 
 // Valid reports whether e is a declared ErrorKind.
 func (e ErrorKind) Valid() bool {
 	switch e {
-	case ErrorKindNone, ErrorKindUser, ErrorKindTimeout, ErrorKindDeleted, ErrorKindOwnerFailed, ErrorKindLost, ErrorKindBadRequest, ErrorKindUnknownFunction, ErrorKindTypeMismatch, ErrorKindCodec, ErrorKindCancelled, ErrorKindDeadlineExceeded:
+	case ErrorKindNone, ErrorKindUser, ErrorKindTimeout, ErrorKindDeleted, ErrorKindOwnerFailed, ErrorKindLost, ErrorKindBadRequest, ErrorKindUnknownFunction, ErrorKindTypeMismatch, ErrorKindCodec, ErrorKindCancelled, ErrorKindDeadlineExceeded, ErrorKindTooLarge:
 		return true
 	}
 	return false
@@ -86,6 +88,8 @@ func (e ErrorKind) String() string {
 		return "cancelled"
 	case ErrorKindDeadlineExceeded:
 		return "deadline_exceeded"
+	case ErrorKindTooLarge:
+		return "too_large"
 	}
 	return "ErrorKind(" + strconv.FormatUint(uint64(e), 10) + ")"
 }

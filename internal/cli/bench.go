@@ -13,6 +13,11 @@ func init() {
 	register(command{"bench", "measure transports and calls side by side with their peers (bench fifo, bench rpc)", runBench})
 }
 
+// minCellTime is the shortest -d: a cell shorter than a millisecond times a
+// handful of round trips, less than one scheduler tick, and a zero or
+// negative one measures nothing (it printed -9223372036854776.00).
+const minCellTime = time.Millisecond
+
 func runBench(env *Env, args []string) int {
 	fs := newFlags(env, "bench", "fifo|rpc [-format text|csv|json] [-d DURATION]", `
 bench fifo measures in one run, on this machine: the FIFO transport over shm,
@@ -41,20 +46,18 @@ Timings swing between runs on shared hosts: read the ratios.`)
 			}
 		}
 		if len(args) > 0 {
-			fmt.Fprintf(env.Stderr, "rrefgen bench: %q: name what to measure: fifo or rpc\n", args[0])
-		} else {
-			fmt.Fprintln(env.Stderr, "rrefgen bench: name what to measure: fifo or rpc")
+			return usageError(env, "bench", "%q: name what to measure: fifo or rpc", args[0])
 		}
-		fs.SetOutput(env.Stderr)
-		fs.Usage()
-		return ExitUsage
+		return usageError(env, "bench", "name what to measure: fifo or rpc")
 	}
 	if st := parseFlags(env, fs, args[1:]); st >= 0 {
 		return st
 	}
+	if *d < minCellTime {
+		return usageError(env, "bench", "-d %v: want at least %v per cell", *d, minCellTime)
+	}
 	if *format != "text" && *format != "csv" && *format != "json" {
-		fmt.Fprintf(env.Stderr, "rrefgen bench: unknown -format %q\n", *format)
-		return ExitUsage
+		return usageError(env, "bench", "unknown -format %q", *format)
 	}
 	progress := func(s string) {
 		if isTerminal(env.Stderr) {
@@ -63,8 +66,7 @@ Timings swing between runs on shared hosts: read the ratios.`)
 	}
 	var err error
 	if args[0] != "rpc" && (*only != "" || *cpuProfile != "" || *cells != "") {
-		fmt.Fprintln(env.Stderr, "rrefgen bench: -only, -cells and -cpuprofile apply to bench rpc")
-		return ExitUsage
+		return usageError(env, "bench", "-only, -cells and -cpuprofile apply to bench rpc")
 	}
 	if args[0] == "rpc" {
 		var cellSet map[string]bool
@@ -73,8 +75,7 @@ Timings swing between runs on shared hosts: read the ratios.`)
 			for _, c := range strings.Split(*cells, ",") {
 				c = strings.TrimSpace(c)
 				if !slices.Contains(bench.RPCCells, c) {
-					fmt.Fprintf(env.Stderr, "rrefgen bench: -cells: unknown cell %q (want some of %s)\n", c, strings.Join(bench.RPCCells, ", "))
-					return ExitUsage
+					return usageError(env, "bench", "-cells: unknown cell %q (want some of %s)", c, strings.Join(bench.RPCCells, ", "))
 				}
 				cellSet[c] = true
 			}
@@ -82,8 +83,7 @@ Timings swing between runs on shared hosts: read the ratios.`)
 		if *cpuProfile != "" {
 			stop, err := bench.StartCPUProfile(*cpuProfile)
 			if err != nil {
-				fmt.Fprintln(env.Stderr, "rrefgen bench:", err)
-				return ExitFail
+				return failed(env, "bench", err)
 			}
 			defer stop()
 		}
@@ -94,8 +94,7 @@ Timings swing between runs on shared hosts: read the ratios.`)
 		rows := bench.RPCTableOf(*d, progress, opt)
 		clearProgress(env)
 		if len(rows) == 0 {
-			fmt.Fprintf(env.Stderr, "rrefgen bench: -only %q names none of the systems\n", *only)
-			return ExitUsage
+			return usageError(env, "bench", "-only %q names none of the systems", *only)
 		}
 		err = bench.WriteRPC(env.Stdout, rows, *format)
 	} else {
@@ -104,8 +103,7 @@ Timings swing between runs on shared hosts: read the ratios.`)
 		err = bench.Write(env.Stdout, rows, *format)
 	}
 	if err != nil {
-		fmt.Fprintln(env.Stderr, err)
-		return ExitFail
+		return failed(env, "bench", err)
 	}
 	return ExitOK
 }

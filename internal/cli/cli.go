@@ -70,9 +70,7 @@ func Main(env *Env, args []string) int {
 					return c.run(env, []string{"-h"}) // help gen: gen's own help
 				}
 			}
-			fmt.Fprintf(env.Stderr, "rrefgen: help: unknown command %q\n\n", args[1])
-			usage(env.Stderr)
-			return ExitUsage
+			return unknownCommand(env, args[1])
 		}
 		usage(env.Stdout)
 		return ExitOK
@@ -82,12 +80,17 @@ func Main(env *Env, args []string) int {
 			return c.run(env, args[1:])
 		}
 	}
-	fmt.Fprintf(env.Stderr, "rrefgen: unknown command %q", args[0])
-	if near := nearestCommand(args[0]); near != "" {
+	return unknownCommand(env, args[0])
+}
+
+// unknownCommand reports a command rrefgen does not have, in one line with
+// the nearest one it has, and where the list is.
+func unknownCommand(env *Env, name string) int {
+	fmt.Fprintf(env.Stderr, "rrefgen: unknown command %q", name)
+	if near := nearestCommand(name); near != "" {
 		fmt.Fprintf(env.Stderr, " (did you mean %s?)", near)
 	}
-	fmt.Fprint(env.Stderr, "\n\n")
-	usage(env.Stderr)
+	fmt.Fprintln(env.Stderr, "\nrun 'rrefgen help' for the commands")
 	return ExitUsage
 }
 
@@ -124,6 +127,27 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// usageError reports a usage error of command cmd: what is wrong, in one
+// line prefixed with the command, and where its help is. (The help itself
+// is 20 to 45 lines: printed after the error, it buried it.)
+func usageError(env *Env, cmd, format string, args ...any) int {
+	fmt.Fprintf(env.Stderr, "rrefgen %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(env.Stderr, "run 'rrefgen %s -h' for its usage\n", cmd)
+	return ExitUsage
+}
+
+// failed reports command cmd's failure, err, prefixed with the command
+// (once: an error that already names it is not prefixed again), and
+// returns ExitFail.
+func failed(env *Env, cmd string, err error) int {
+	msg := strings.TrimPrefix(err.Error(), "rrefgen: ")
+	if !strings.HasPrefix(msg, "rrefgen "+cmd+":") {
+		msg = "rrefgen " + cmd + ": " + msg
+	}
+	fmt.Fprintln(env.Stderr, msg)
+	return ExitFail
+}
+
 // newFlags makes a flag set that reports errors instead of exiting.
 func newFlags(env *Env, name, synopsis, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -143,13 +167,13 @@ func newFlags(env *Env, name, synopsis, about string) *flag.FlagSet {
 // parseFlags returns -1 to continue, or the exit status to return. Flags
 // may come before or after the positional arguments (rrefgen check x.rspec
 // -initialisms vm), as in go's own commands; "--" ends them. -h prints the
-// command's help once, on stdout; a bad flag says why, with the help, on
-// stderr.
+// command's help once, on stdout; a bad flag says why, in one line, on
+// stderr (usageError).
 func parseFlags(env *Env, fs *flag.FlagSet, args []string) int {
 	usage := fs.Usage
 	var errs bytes.Buffer
 	fs.SetOutput(&errs)
-	fs.Usage = func() {} // printed below, once, where it belongs
+	fs.Usage = func() {} // printed below for -h, once, where it belongs
 	defer func() { fs.Usage = usage; fs.SetOutput(env.Stderr) }()
 	var positional []string
 	for {
@@ -159,10 +183,8 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) int {
 				usage()
 				return ExitOK
 			}
-			fs.SetOutput(env.Stderr)
-			fmt.Fprintf(env.Stderr, "rrefgen %s: %s\n", fs.Name(), strings.TrimSpace(errs.String()))
-			usage()
-			return ExitUsage
+			// The flag package's own text is one line: the error.
+			return usageError(env, fs.Name(), "%s", strings.TrimSpace(errs.String()))
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

@@ -75,8 +75,12 @@ stopped an exhaustive search short: that is not a proof.`)
 		return st
 	}
 	if *maxMemory < 1 {
-		fmt.Fprintf(env.Stderr, "rrefgen conformance: -max-memory %d: want at least 1 (MiB)\n", *maxMemory)
-		return ExitUsage
+		return usageError(env, "conformance", "-max-memory %d: want at least 1 (MiB)", *maxMemory)
+	}
+	if *timeout <= 0 {
+		// A bound of no time would stop every search at once, to report
+		// each scenario incomplete.
+		return usageError(env, "conformance", "-timeout %v: want a positive time", *timeout)
 	}
 	if os.Getenv("GOGC") == "" {
 		// A search allocates a copy of each state it steps to and keeps
@@ -84,8 +88,7 @@ stopped an exhaustive search short: that is not a proof.`)
 		defer debug.SetGCPercent(debug.SetGCPercent(searchGCPercent))
 	}
 	if *target != "core" && *target != "runtime" {
-		fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -target %q (core or runtime)\n", *target)
-		return ExitUsage
+		return usageError(env, "conformance", "unknown -target %q (core or runtime)", *target)
 	}
 	// A flag the run would ignore is refused: a user who set it believes
 	// it took effect (testing shared memory, say).
@@ -93,38 +96,32 @@ stopped an exhaustive search short: that is not a proof.`)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range []string{"runs", "transport"} {
 		if set[name] && *target != "runtime" {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s applies to -target runtime only\n", name)
-			return ExitUsage
+			return usageError(env, "conformance", "-%s applies to -target runtime only", name)
 		}
 	}
 	for _, name := range []string{"walks", "seed"} {
 		if set[name] && (*mode == "exhaustive" && *target == "core") {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s applies to -mode random or pct (and -seed to -target runtime)\n", name)
-			return ExitUsage
+			return usageError(env, "conformance", "-%s applies to -mode random or pct (and -seed to -target runtime)", name)
 		}
 	}
 	// The runtime target runs each scenario -runs times on real workers:
 	// the search's flags mean nothing to it.
-	for _, name := range []string{"mode", "walks", "json", "enumerate", "replay", "max-states", "max-memory", "unreduced", "workers"} {
+	for _, name := range []string{"mode", "walks", "json", "enumerate", "replay", "max-states", "max-memory", "timeout", "unreduced", "workers"} {
 		if set[name] && *target == "runtime" {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s does not apply to -target runtime\n", name)
-			return ExitUsage
+			return usageError(env, "conformance", "-%s does not apply to -target runtime", name)
 		}
 	}
 	if set["json"] && *enumerate != "" {
-		fmt.Fprintln(env.Stderr, "rrefgen conformance: -json does not apply to -enumerate")
-		return ExitUsage
+		return usageError(env, "conformance", "-json does not apply to -enumerate")
 	}
 	for name, v := range map[string]int{"runs": *runs, "walks": *walks, "max-states": *maxStates, "workers": *workers} {
 		if v < 1 {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: -%s %d: want at least 1\n", name, v)
-			return ExitUsage
+			return usageError(env, "conformance", "-%s %d: want at least 1", name, v)
 		}
 	}
 	m := conformance.Mode(*mode)
 	if m != conformance.Exhaustive && m != conformance.Random && m != conformance.PCT {
-		fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -mode %q (exhaustive, random or pct)\n", *mode)
-		return ExitUsage
+		return usageError(env, "conformance", "unknown -mode %q (exhaustive, random or pct)", *mode)
 	}
 	var scs []*conformance.Scenario
 	var err error
@@ -140,8 +137,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	if *target == "runtime" {
 		provider, onFabric := conformance.FabricTransport(*transport)
 		if *transport != "mem" && *transport != "shm" && !onFabric {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: unknown -transport %q (mem, shm, fabric or fabric:PROVIDER)\n", *transport)
-			return ExitUsage
+			return usageError(env, "conformance", "unknown -transport %q (mem, shm, fabric or fabric:PROVIDER)", *transport)
 		}
 		if onFabric {
 			have, err := fifo.FabricProviders()
@@ -149,8 +145,7 @@ stopped an exhaustive search short: that is not a proof.`)
 				err = fmt.Errorf("libfabric offers no provider %q here (it offers %s)", provider, strings.Join(have, ", "))
 			}
 			if err != nil {
-				fmt.Fprintf(env.Stderr, "rrefgen conformance: -transport %s: %v\n", *transport, err)
-				return ExitUsage
+				return usageError(env, "conformance", "-transport %s: %v", *transport, err)
 			}
 		}
 		return runRuntimeTarget(env, scs, *transport, *runs, *seed)
@@ -158,20 +153,17 @@ stopped an exhaustive search short: that is not a proof.`)
 	if *enumerate != "" {
 		var b conformance.Bound
 		if _, err := fmt.Sscanf(*enumerate, "%dx%d", &b.Workers, &b.Commands); err != nil || b.Workers < 1 || b.Workers > 26 || b.Commands < 1 {
-			fmt.Fprintf(env.Stderr, "rrefgen conformance: -enumerate %q: want WORKERSxCOMMANDS, such as 3x3 (1 to 26 workers)\n", *enumerate)
-			return ExitUsage
+			return usageError(env, "conformance", "-enumerate %q: want WORKERSxCOMMANDS, such as 3x3 (1 to 26 workers)", *enumerate)
 		}
 		return runEnumerate(env, b, conformance.Options{MaxStates: *maxStates, MaxMemory: uint64(*maxMemory) << 20, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}, *quiet)
 	}
 	if *replay != "" {
 		if len(scs) != 1 {
-			fmt.Fprintln(env.Stderr, "rrefgen conformance: -replay needs exactly one scenario file")
-			return ExitUsage
+			return usageError(env, "conformance", "-replay needs exactly one scenario file")
 		}
 		sched, err := conformance.ParseSchedule(*replay)
 		if err != nil {
-			fmt.Fprintln(env.Stderr, err)
-			return ExitUsage
+			return usageError(env, "conformance", "-replay %q: %v", *replay, err)
 		}
 		r := conformance.Replay(scs[0], sched, nil)
 		for i, step := range r.Trace {

@@ -89,7 +89,7 @@ func findModuleRoot(dir string) (string, error) {
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			return "", errors.New("rrefgen: not inside the " + ModulePath + " module; name the output with -out and -pkg")
+			return "", errors.New("not inside the " + ModulePath + " module; name the output with -out and -pkg")
 		}
 		d = parent
 	}
@@ -110,13 +110,18 @@ a diff of every stale file and exits 1 when the output is not up to date.`)
 	if st := parseFlags(env, fs, args); st >= 0 {
 		return st
 	}
-	specs, ok := loadSpecs(env, "check", fs.Args(), initialismsOf(*initialisms))
+	if *pkg != "" && *out == "" {
+		// Without -out, gen writes the project's generated/ packages, whose
+		// import paths are the module's: another path there breaks them
+		// (it rewrote both committed packages).
+		return usageError(env, "gen", "-pkg %s names the package of a folder given by -out; give -out too", *pkg)
+	}
+	specs, ok := loadSpecs(env, "gen", fs.Args(), initialismsOf(*initialisms))
 	if !ok {
 		return ExitFail
 	}
 	if *out != "" && len(specs) > 1 {
-		fmt.Fprintln(env.Stderr, "rrefgen gen: -out names one folder; give one spec at a time")
-		return ExitUsage
+		return usageError(env, "gen", "-out names one folder; give one spec at a time")
 	}
 	stale := false
 	for _, p := range specs {
@@ -124,8 +129,7 @@ a diff of every stale file and exits 1 when the output is not up to date.`)
 		if dir == "" {
 			root, err := findModuleRoot(env.Dir)
 			if err != nil {
-				fmt.Fprintln(env.Stderr, err)
-				return ExitFail
+				return failed(env, "gen", err)
 			}
 			dir = filepath.Join(root, "generated", p.Name)
 		} else {
@@ -136,14 +140,12 @@ a diff of every stale file and exits 1 when the output is not up to date.`)
 		}
 		files, err := gen.Generate(p, pkgPath)
 		if err != nil {
-			fmt.Fprintln(env.Stderr, err)
-			return ExitFail
+			return failed(env, "gen", err)
 		}
 		if *check {
 			diffs, err := Stale(dir, files)
 			if err != nil {
-				fmt.Fprintln(env.Stderr, err)
-				return ExitFail
+				return failed(env, "gen", err)
 			}
 			for _, d := range diffs {
 				fmt.Fprintln(env.Stdout, d)
@@ -152,10 +154,9 @@ a diff of every stale file and exits 1 when the output is not up to date.`)
 			continue
 		}
 		if err := Write(dir, files); err != nil {
-			fmt.Fprintln(env.Stderr, err)
-			return ExitFail
+			return failed(env, "gen", err)
 		}
-		fmt.Fprintf(env.Stdout, "rrefgen: wrote %d files for %s to %s\n", len(files), p.Path, dir)
+		fmt.Fprintf(env.Stdout, "rrefgen gen: wrote %d files for %s to %s\n", len(files), p.Path, dir)
 	}
 	if stale {
 		fmt.Fprintln(env.Stderr, "rrefgen gen -check: generated code is stale; run rrefgen gen (or go generate ./...)")
@@ -290,14 +291,12 @@ With no spec named, draws the embedded RRef spec.`)
 		return st
 	}
 	if *format != "dot" && *format != "mermaid" {
-		fmt.Fprintf(env.Stderr, "rrefgen graph: unknown -format %q (dot or mermaid)\n", *format)
-		return ExitUsage
+		return usageError(env, "graph", "unknown -format %q (dot or mermaid)", *format)
 	}
 	if fs.NArg() > 1 {
-		fmt.Fprintln(env.Stderr, "rrefgen graph: name at most one spec")
-		return ExitUsage
+		return usageError(env, "graph", "name at most one spec")
 	}
-	specs, ok := loadSpecs(env, "check", fs.Args(), initialismsOf(*initialisms))
+	specs, ok := loadSpecs(env, "graph", fs.Args(), initialismsOf(*initialisms))
 	if !ok {
 		return ExitFail
 	}

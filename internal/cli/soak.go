@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/rrefkit/rref/internal/soak"
@@ -43,9 +43,7 @@ reports; a second one ends the process.`)
 	}
 	fl, err := finish()
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "%v\n\n", err)
-		fs.Usage()
-		return ExitUsage
+		return usageError(env, "soak", "%s", strings.TrimPrefix(err.Error(), "soak: "))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -105,7 +105,8 @@ func Command(ctx context.Context, stdout, stderr io.Writer, fl Flags) int {
 	}
 	rep, err := Run(ctx, o)
 	if err != nil {
-		fmt.Fprintf(stderr, "rrefgen soak: %v\n", err)
+		// The package's errors say "soak: " already.
+		fmt.Fprintf(stderr, "rrefgen soak: %s\n", strings.TrimPrefix(err.Error(), "soak: "))
 		if rep == nil {
 			return exitFail
 		}

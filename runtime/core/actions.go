@@ -24,7 +24,7 @@ func (c *Core) NewLocal(value []byte) HandleID {
 // (fork == rref) as the handle.
 func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) (HandleID, error) {
 	if c.dead.has(worker) {
-		return 0, fmt.Errorf("%w: remote to worker %d", ErrPeerDead, worker)
+		return 0, fmt.Errorf("%w: remote to %s", ErrPeerDead, c.who(worker))
 	}
 	if err := c.checkPassable(refs, true); err != nil {
 		return 0, err
@@ -66,7 +66,7 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 // travels with the call and bounds the callee's run of it (Run.Timeout).
 func (c *Core) CallWithin(worker WorkerID, fn string, args []byte, refs []HandleID, timeout time.Duration) (uint64, error) {
 	if c.dead.has(worker) {
-		return 0, fmt.Errorf("%w: call to worker %d", ErrPeerDead, worker)
+		return 0, fmt.Errorf("%w: call to %s", ErrPeerDead, c.who(worker))
 	}
 	if err := c.checkPassable(refs, true); err != nil {
 		return 0, err
@@ -81,9 +81,17 @@ func (c *Core) CallWithin(worker WorkerID, fn string, args []byte, refs []Handle
 // (CallCancel), so that its function's context ends. The call stays
 // recorded: the callee still answers, and what the answer carries is the
 // caller's to release. A call already answered, or unknown, is left alone.
-func (c *Core) CancelCall(id uint64) {
+func (c *Core) CancelCall(id uint64) { c.cancelCall(id, false) }
+
+// CancelCallPastDeadline is CancelCall when it is the caller's deadline
+// that passed: the function's context ends as past its deadline
+// (context.DeadlineExceeded), not as cancelled. The callee's own clock
+// would end it so a moment later; the cancel makes it prompt and exact.
+func (c *Core) CancelCallPastDeadline(id uint64) { c.cancelCall(id, true) }
+
+func (c *Core) cancelCall(id uint64, deadline bool) {
 	if to, ok := c.calls[id]; ok {
-		c.send(to, &rref.CallCancel{CallID: id})
+		c.send(to, &rref.CallCancel{CallID: id, Deadline: deadline})
 	}
 }
 

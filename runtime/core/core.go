@@ -151,8 +151,9 @@ type Core struct {
 
 	tombs bounded[RRefID, tombstone] // freed or never-created values
 	// earlyCancels remembers CallCancels whose Call has not arrived (a
-	// cancel may overtake its call), so that the call runs cancelled.
-	earlyCancels bounded[callKey, struct{}]
+	// cancel may overtake its call), so that the call runs cancelled; the
+	// value says whether it was the caller's deadline (CallCancel.deadline).
+	earlyCancels bounded[callKey, bool]
 	goneForks    bounded[ForkID, struct{}] // recently deleted forks, so a resend cannot revive one
 	tombLimit    int
 
@@ -181,6 +182,9 @@ type Core struct {
 	// one per step) carries neither.
 	dec  *rref.Decoder // DeliverFrame's, reused: Deliver keeps no message
 	msgs *msgPools     // sent messages passed back by TakeReadyInto
+	// names names workers in the core's error texts (WithNames); nil:
+	// "worker N".
+	names func(WorkerID) string
 }
 
 // Option configures a Core.
@@ -226,6 +230,21 @@ func WithPendingTicks(n int) Option {
 	}
 }
 
+// WithNames has the core name workers in its errors by name(id), the
+// driver's names for them, instead of "worker N": the core knows workers
+// by index only, and a reader knows them by name.
+func WithNames(name func(WorkerID) string) Option {
+	return func(c *Core) { c.names = name }
+}
+
+// who names worker id in an error text.
+func (c *Core) who(id WorkerID) string {
+	if c.names != nil {
+		return c.names(id)
+	}
+	return fmt.Sprintf("worker %d", id)
+}
+
 // WithDeferredAcks lets the core hold back the RemoteRet that confirms a
 // creator's fork, so that the answer to the creator's fetch confirms it
 // instead (FetchRet.Confirms): a Remote followed by ToHere then costs the
@@ -263,7 +282,7 @@ func New(self WorkerID, opts ...Option) *Core {
 	}
 	c.tombs = newBounded[RRefID, tombstone](c.tombLimit)
 	c.goneForks = newBounded[ForkID, struct{}](c.tombLimit)
-	c.earlyCancels = newBounded[callKey, struct{}](DefaultEarlyCancels)
+	c.earlyCancels = newBounded[callKey, bool](DefaultEarlyCancels)
 	return c
 }
 
@@ -374,6 +393,9 @@ func (c *Core) refuse(from WorkerID, code rref.Code, format string, args ...any)
 func (c *Core) refuseErr(from WorkerID, code rref.Code, cause error, format string, args ...any) error {
 	c.bad++
 	err := &BadInputError{From: from, Code: code, Why: fmt.Sprintf(format, args...), Err: cause}
+	if c.names != nil {
+		err.FromName = c.names(from)
+	}
 	c.ready.Errors = append(c.ready.Errors, err)
 	return err
 }

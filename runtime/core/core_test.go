@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -319,5 +320,30 @@ func TestControlMessagesAllocateNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(100, deliver); n != 0 {
 			t.Errorf("%x: %.1f allocations per message", f, n)
 		}
+	}
+}
+
+// TestErrorsNameWorkersByName: given its driver's names (WithNames), the
+// core's errors name workers as the program does, not by index ("call to
+// worker 1" meant nothing to a program that named its workers); without
+// them, by index.
+func TestErrorsNameWorkersByName(t *testing.T) {
+	names := []string{"ps", "trainer", "eval"}
+	c := core.New(1, core.WithNames(func(id core.WorkerID) string { return names[id-1] }))
+	c.PeerFailed(3)
+	if _, err := c.Call(3, "f", nil, nil); !errors.Is(err, core.ErrPeerDead) || !strings.Contains(err.Error(), "call to eval") {
+		t.Errorf("call to a dead worker: %v, want it named eval", err)
+	}
+	if _, err := c.Remote(3, "f", nil, nil); !errors.Is(err, core.ErrPeerDead) || !strings.Contains(err.Error(), "remote to eval") {
+		t.Errorf("remote to a dead worker: %v, want it named eval", err)
+	}
+	err := c.Deliver(2, &rref.CallRet{CallID: 99})
+	var bad *core.BadInputError
+	if !errors.As(err, &bad) || !strings.Contains(err.Error(), "from trainer") || strings.Contains(err.Error(), "worker 2") {
+		t.Errorf("a bad reply from worker 2: %v, want it named trainer", err)
+	}
+	plain := core.New(1)
+	if err := plain.Deliver(2, &rref.CallRet{CallID: 99}); err == nil || !strings.Contains(err.Error(), "from worker 2") {
+		t.Errorf("without names: %v, want the index", err)
 	}
 }

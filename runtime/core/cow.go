@@ -168,6 +168,6 @@ func (c *Core) idsW() *rand.ChaCha8 {
 	return c.ids
 }
 
-func (c *Core) earlyCancelsW() *bounded[callKey, struct{}] {
+func (c *Core) earlyCancelsW() *bounded[callKey, bool] {
 	return boundedW(c, tabEarlyCancels, &c.earlyCancels)
 }

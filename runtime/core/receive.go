@@ -26,9 +26,9 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		if err := c.checkDescs(from, rref.CodeCall, m.RRefs); err != nil {
 			return err
 		}
-		_, cancelled := c.earlyCancels.get(callKey{from, m.CallID})
+		pastDeadline, cancelled := c.earlyCancels.get(callKey{from, m.CallID})
 		c.runAfter(from, m.RRefs, Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args,
-			Timeout: callTimeout(m.Timeout), Cancelled: cancelled})
+			Timeout: callTimeout(m.Timeout), Cancelled: cancelled, PastDeadline: pastDeadline})
 	case *rref.CallRet:
 		if c.calls[m.CallID] != from {
 			return c.refuse(from, rref.CodeCallRet, "reply to call %d, which was not made to it", m.CallID)
@@ -61,9 +61,9 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		// which looks it up by (from, id): a peer cancels only its own calls.
 		// One for a call not seen yet (it overtook its call) is remembered,
 		// boundedly, so that the call runs cancelled when it comes.
-		if !c.cancelPending(from, m.CallID) {
-			c.ready.Cancels = append(c.ready.Cancels, Cancel{From: from, CallID: m.CallID})
-			c.earlyCancelsW().add(callKey{from, m.CallID}, struct{}{})
+		if !c.cancelPending(from, m.CallID, m.Deadline) {
+			c.ready.Cancels = append(c.ready.Cancels, Cancel{From: from, CallID: m.CallID, Deadline: m.Deadline})
+			c.earlyCancelsW().add(callKey{from, m.CallID}, m.Deadline)
 		}
 	case *rref.Error:
 		c.ready.Errors = append(c.ready.Errors, &BadInputError{From: from, Code: rref.CodeError, Why: "peer reports " + m.Kind.String() + ": " + m.Message})
@@ -130,7 +130,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 			// fork: only its creator holds it, so the request was a squat.
 			// The squatter was told yes, but its delete and fetches through
 			// this fork are refused from now on.
-			c.refuseErr(f.holder, rref.CodeForkRequest, ErrForkHeld, "fork %v of %v is its creator's, worker %d", m.Fork, m.RRef, from)
+			c.refuseErr(f.holder, rref.CodeForkRequest, ErrForkHeld, "fork %v of %v is its creator's, %s", m.Fork, m.RRef, c.who(from))
 			f.holder = from
 			o.forks.put(m.Fork, f)
 		}
@@ -224,7 +224,7 @@ func (c *Core) onFetchCall(from WorkerID, m *rref.FetchCall) error {
 	if o != nil {
 		if f, ok := o.forks.get(m.Fork); ok && f.holder != from {
 			c.send(from, c.pools().fetchRet.fill(rref.FetchRet{FetchID: m.FetchID, RRef: m.RRef, Error: rref.ErrorKindBadRequest}))
-			return c.refuseErr(from, rref.CodeFetchCall, ErrForkHeld, "fetch through fork %v, held by worker %d", m.Fork, f.holder)
+			return c.refuseErr(from, rref.CodeFetchCall, ErrForkHeld, "fetch through fork %v, held by %s", m.Fork, c.who(f.holder))
 		}
 	}
 	if o == nil || o.state == rref.OwnerAwaiting {
@@ -308,14 +308,14 @@ func (c *Core) onForkRequest(from WorkerID, m *rref.ForkRequest) error {
 	}
 	if seen && f.holder != from {
 		refused()
-		return c.refuseErr(from, rref.CodeForkRequest, ErrForkHeld, "fork %v is held by worker %d", m.Fork, f.holder)
+		return c.refuseErr(from, rref.CodeForkRequest, ErrForkHeld, "fork %v is held by %s", m.Fork, c.who(f.holder))
 	}
 	if !seen && o != nil {
 		if p, ok := o.forks.get(m.Parent); ok && p.holder != m.Fork.Worker {
 			// A child's id is minted by its parent's holder.
 			c.goneForksW().add(m.Fork, struct{}{})
 			refused()
-			return c.refuse(from, rref.CodeForkRequest, "fork %v names parent %v, held by worker %d, which did not mint it", m.Fork, m.Parent, p.holder)
+			return c.refuse(from, rref.CodeForkRequest, "fork %v names parent %v, held by %s, which did not mint it", m.Fork, m.Parent, c.who(p.holder))
 		}
 	}
 	if !seen && (o == nil || o.state == rref.OwnerAwaiting) {
@@ -395,7 +395,7 @@ func (c *Core) onUserDelete(from WorkerID, m *rref.UserDelete) error {
 		return c.refuse(from, rref.CodeUserDelete, "delete for unknown fork %v of %v", m.Fork, m.RRef)
 	}
 	if f.holder != from {
-		return c.refuseErr(from, rref.CodeUserDelete, ErrForkHeld, "delete for fork %v, held by worker %d", m.Fork, f.holder)
+		return c.refuseErr(from, rref.CodeUserDelete, ErrForkHeld, "delete for fork %v, held by %s", m.Fork, c.who(f.holder))
 	}
 	switch c.stepFork(&f, rref.ForkOnDelete) {
 	case genrt.Moved:
@@ -568,7 +568,7 @@ func callTimeout(ns uint64) time.Duration {
 // waits for its arguments' confirmation, and reports whether it did. A peer
 // may have two calls with one id waiting (its own mistake): both are
 // marked, so that which one is does not depend on the order of a table.
-func (c *Core) cancelPending(from WorkerID, id uint64) bool {
+func (c *Core) cancelPending(from WorkerID, id uint64, deadline bool) bool {
 	matches := func(r *pendingRun) bool {
 		return r.run.Kind == RunCall && r.run.From == from && r.run.CallID == id
 	}
@@ -585,7 +585,7 @@ func (c *Core) cancelPending(from WorkerID, id uint64) bool {
 	for _, u := range c.usersW().all() { // the copies' own runs (cow.go)
 		for _, r := range u.runs {
 			if matches(r) {
-				r.run.Cancelled = true
+				r.run.Cancelled, r.run.PastDeadline = true, deadline
 			}
 		}
 	}

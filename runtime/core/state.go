@@ -234,6 +234,8 @@ func (c *Core) appendTable(t table, b []byte) []byte {
 		for _, k := range appendSortedIDs(keys[:0], &c.earlyCancels.m) {
 			b = u(b, uint64(k.Worker))
 			b = u(b, k.Local)
+			deadline, _ := c.earlyCancels.get(k)
+			b = genrt.AppendBool(b, deadline)
 		}
 	case tabDead:
 		b = u(b, uint64(len(c.dead)))
@@ -410,7 +412,7 @@ func FormatMessage(m rref.Message) string {
 	case *rref.Error:
 		return fmt.Sprintf("Error{kind=%s msg=%q}", m.Kind, m.Message)
 	case *rref.CallCancel:
-		return fmt.Sprintf("CallCancel{call=%d}", m.CallID)
+		return fmt.Sprintf("CallCancel{call=%d deadline=%v}", m.CallID, m.Deadline)
 	}
 	return fmt.Sprintf("%T", m)
 }
@@ -501,5 +503,6 @@ func appendRun(b []byte, r *pendingRun) []byte {
 		b = u(b, uint64(h))
 	}
 	b = u(b, uint64(r.run.Timeout))
-	return genrt.AppendBool(b, r.run.Cancelled)
+	b = genrt.AppendBool(b, r.run.Cancelled)
+	return genrt.AppendBool(b, r.run.PastDeadline)
 }

@@ -32,7 +32,7 @@ func fullCore() *Core {
 	c.users.put(fork, &userRec{state: 1, owner: 3, rref: RRefID{Worker: 3, Local: 9}, fork: fork,
 		parent: ForkID{Worker: 4, Local: 10}, parentW: 4, handle: 5, pinned: 1, fetching: 1, timedOut: true,
 		runs: []*pendingRun{{waiting: 1, run: Run{Kind: RunCall, From: 2, CallID: 6, RRef: RRefID{Worker: 2, Local: 11},
-			Fn: "f", Args: []byte("a"), Handles: []HandleID{7}, Timeout: 8, Cancelled: true}}}})
+			Fn: "f", Args: []byte("a"), Handles: []HandleID{7}, Timeout: 8, Cancelled: true, PastDeadline: true}}}})
 	c.pins.put(fork, &pinRec{state: 1, rref: id, parent: ForkID{Worker: 1, Local: 12}, child: 3, owner: 1})
 	c.handles[9] = &handleRec{kind: handleLost, rref: id, fork: fork, lost: 1, owner: 2}
 	c.fetches[10] = fetchRec{handle: 9, fork: fork}
@@ -40,7 +40,7 @@ func fullCore() *Core {
 	c.dead = deadSet{3}
 	c.tombs.add(RRefID{Worker: 1, Local: 13}, tombstone{kind: 1})
 	c.goneForks.add(ForkID{Worker: 1, Local: 14}, struct{}{})
-	c.earlyCancels.add(callKey{Worker: 2, Local: 15}, struct{}{})
+	c.earlyCancels.add(callKey{Worker: 2, Local: 15}, true)
 	c.drawn, c.nextLocal, c.epoch = 1, 2, 3
 	return c
 }

@@ -88,10 +88,16 @@ type BadInputError struct {
 	Code rref.Code
 	Why  string
 	Err  error // ErrForkHeld, ErrPendingLimit, or nil
+	// FromName names From, when the core was given names (WithNames).
+	FromName string
 }
 
 func (e *BadInputError) Error() string {
-	return fmt.Sprintf("core: bad %v from worker %d: %s", e.Code, e.From, e.Why)
+	from := e.FromName
+	if from == "" {
+		from = fmt.Sprintf("worker %d", e.From)
+	}
+	return fmt.Sprintf("core: bad %v from %s: %s", e.Code, from, e.Why)
 }
 
 func (e *BadInputError) Is(target error) bool { return target == ErrBadInput }
@@ -129,6 +135,9 @@ type Run struct {
 	// Cancelled: the caller cancelled the call before it could run (its
 	// RRef arguments were still being confirmed). Answer it at once.
 	Cancelled bool
+	// PastDeadline: with Cancelled, it was the caller's deadline that
+	// passed, not its context that was cancelled.
+	PastDeadline bool
 }
 
 // Failure is why a function failed, as it crosses the wire: its kind, the
@@ -145,6 +154,9 @@ type Failure struct {
 type Cancel struct {
 	From   WorkerID
 	CallID uint64
+	// Deadline: the caller's deadline passed, rather than its context
+	// being cancelled; the function's context ends as past its deadline.
+	Deadline bool
 }
 
 // FetchResult completes a Fetch.

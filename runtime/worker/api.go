@@ -66,19 +66,19 @@ func bindRRef[T any](w *Worker, h core.HandleID) *RRef[T] {
 
 // Owner names the worker that holds the value.
 func (r *RRef[T]) Owner() string {
-	if r.w == nil {
+	if r == nil || r.w == nil {
 		return ""
 	}
 	return r.w.nameOf(r.owner)
 }
 
 // IsOwner reports whether the value lives on this worker.
-func (r *RRef[T]) IsOwner() bool { return r.w != nil && r.owner == r.w.id }
+func (r *RRef[T]) IsOwner() bool { return r != nil && r.w != nil && r.owner == r.w.id }
 
 // Confirmed reports whether the owner has confirmed this reference (always
 // true on the owner).
 func (r *RRef[T]) Confirmed() bool {
-	if r.w == nil {
+	if r == nil || r.w == nil {
 		return false
 	}
 	r.w.mu.Lock()
@@ -90,7 +90,7 @@ func (r *RRef[T]) Confirmed() bool {
 // its return (the runtime releases argument RRefs when the function
 // returns, unless kept). The caller must Release it later.
 func (r *RRef[T]) Keep() *RRef[T] {
-	if r.w == nil {
+	if r == nil || r.w == nil {
 		return r
 	}
 	r.w.mu.Lock()
@@ -103,7 +103,7 @@ func (r *RRef[T]) Keep() *RRef[T] {
 // worker; each must be released. A clone of a user's RRef is a new fork the
 // owner confirms, like one passed to another worker.
 func (r *RRef[T]) Clone() (*RRef[T], error) {
-	if r.w == nil {
+	if r == nil || r.w == nil {
 		return nil, ErrUnbound
 	}
 	if r.w.closed.Load() {
@@ -119,8 +119,12 @@ func (r *RRef[T]) Clone() (*RRef[T], error) {
 }
 
 // Release drops this reference. It is idempotent; the value is freed on its
-// owner once the last reference anywhere is released.
+// owner once the last reference anywhere is released. On a nil *RRef (what
+// a failed Remote returns, then released by a defer) it returns ErrUnbound.
 func (r *RRef[T]) Release() error {
+	if r == nil {
+		return fmt.Errorf("%w: Release of a nil %s", ErrUnbound, reflect.TypeFor[*RRef[T]]())
+	}
 	if r.w == nil {
 		return nil
 	}
@@ -139,6 +143,10 @@ func (r *RRef[T]) Release() error {
 // a value still being created; it fails at once when the owner died, the
 // reference was released, lost, or its Remote timed out.
 func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
+	if r == nil {
+		var zero T
+		return zero, fmt.Errorf("%w: ToHere of a nil %s", ErrUnbound, reflect.TypeFor[*RRef[T]]())
+	}
 	if r.w == nil {
 		var zero T
 		return zero, ErrUnbound
@@ -152,7 +160,7 @@ func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
 // Release right after it still lets the fetch complete.
 func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
 	f := &Future[T]{done: make(chan struct{})}
-	if r.w == nil {
+	if r == nil || r.w == nil {
 		f.err = ErrUnbound
 		close(f.done)
 		return f
@@ -220,7 +228,7 @@ func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err err
 // it fails (use ToHere).
 func (r *RRef[T]) LocalValue(ctx context.Context) (T, error) {
 	var zero T
-	if r.w == nil {
+	if r == nil || r.w == nil {
 		return zero, ErrUnbound
 	}
 	if !r.IsOwner() {
@@ -329,6 +337,14 @@ var ErrDuplicateFunction = errors.New("worker: function already registered")
 // A name is registered once: a second Register of it returns
 // ErrDuplicateFunction and keeps the first function.
 func Register[A, R any](w *Worker, name string, fn func(ctx context.Context, arg A) (R, error)) error {
+	if name == "" {
+		// A caller could only reach it by mistake: an empty name is a
+		// variable left unset.
+		return fmt.Errorf("worker: Register on %s: an empty function name", w.name)
+	}
+	if fn == nil {
+		return fmt.Errorf("worker: Register of %q on %s: a nil function", name, w.name)
+	}
 	if strings.Contains(name, signatureSep) {
 		return fmt.Errorf("worker: function name %q holds a NUL byte", name)
 	}
@@ -513,9 +529,17 @@ func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingC
 		defer putWireBuf(res.frame, nil, false) // after the result is decoded
 	}
 	if err != nil {
-		// The callee's function stops too (its context is cancelled); an
-		// answer that came meanwhile, or comes later, is released.
-		w.apply(func(c *core.Core) { c.CancelCall(pc.id) })
+		// The callee's function stops too (its context ends as the
+		// caller's did: past its deadline, or cancelled); an answer that
+		// came meanwhile, or comes later, is released.
+		pastDeadline := errors.Is(err, context.DeadlineExceeded)
+		w.apply(func(c *core.Core) {
+			if pastDeadline {
+				c.CancelCallPastDeadline(pc.id)
+			} else {
+				c.CancelCall(pc.id)
+			}
+		})
 		w.releaseAll(res.Handles)
 		return zero, err
 	}

@@ -160,23 +160,31 @@ func (v barrierView) settled(me core.WorkerID, names []string) (bool, string) {
 		}
 		return v.reports[i]
 	}
+	// Members first: a busy member is the cause of the frames still in
+	// flight to it (a call it runs is taken once its function returns),
+	// and the one to name.
+	for i := range names {
+		if v.dead[i] {
+			continue
+		}
+		switch r := rep(i); {
+		case r == nil:
+			return false, fmt.Sprintf("%s has not called Shutdown", names[i])
+		case !r.idle:
+			return false, fmt.Sprintf("%s still holds references, waits for results or runs functions", names[i])
+		}
+	}
 	for i := range names {
 		if v.dead[i] {
 			continue
 		}
 		r := rep(i)
-		switch {
-		case r == nil:
-			return false, fmt.Sprintf("%s has not called Shutdown", names[i])
-		case !r.idle:
-			return false, fmt.Sprintf("%s still holds references or waits for results", names[i])
-		}
 		for j := range names {
 			if j == i || v.dead[j] {
 				continue
 			}
 			if rj := rep(j); rj != nil && r.sent[j] != rj.taken[i] {
-				return false, fmt.Sprintf("%d frames from %s to %s not yet taken", int64(r.sent[j])-int64(rj.taken[i]), names[i], names[j])
+				return false, fmt.Sprintf("%s from %s to %s not yet taken", count(int(int64(r.sent[j])-int64(rj.taken[i])), "frame"), names[i], names[j])
 			}
 		}
 	}
@@ -284,6 +292,11 @@ func (w *Worker) shutdown(ctx context.Context, beforeClose func(gaveUp bool)) er
 		}
 		if ctx.Err() != nil {
 			le := w.leakError()
+			// Why this worker is busy, when it is, is better said by it
+			// than by the picture of the group (which has only its idle bit).
+			if !v.self.idle && len(le.Held) == 0 && len(le.Running) > 0 {
+				why = fmt.Sprintf("%s runs %s", w.name, count(len(le.Running), "function"))
+			}
 			if beforeClose != nil {
 				beforeClose(true)
 			}
@@ -329,40 +342,90 @@ func ShutdownGroup(ctx context.Context, ws []*Worker) error {
 	return errors.Join(errs...)
 }
 
-// describe is the LeakError's text: what this worker held, one line
-// each; what held the barrier up only when it held nothing.
+// describe is the LeakError's text: what this worker held and the
+// functions it still ran, one line each; what held the barrier up only
+// when it held nothing.
 func (e *LeakError) describe() string {
 	var b strings.Builder
 	if len(e.Held) == 0 {
 		fmt.Fprintf(&b, "worker %s: shutdown barrier not settled: %s", e.Worker, e.Waiting)
-		return b.String()
+	} else {
+		fmt.Fprintf(&b, "worker %s: references still held at shutdown:", e.Worker)
+		e.describeHeld(&b)
 	}
-	fmt.Fprintf(&b, "worker %s: references still held at shutdown:", e.Worker)
+	if len(e.Running) > 0 {
+		b.WriteString("\n  " + describeRunning(e.Running, e.at, "\n  "))
+	}
+	return b.String()
+}
+
+// describeHeld writes a line for each reference held.
+func (e *LeakError) describeHeld(b *strings.Builder) {
 	for _, h := range e.Held {
 		b.WriteString("\n  ")
 		switch h.Kind {
 		case HeldValue:
-			fmt.Fprintf(&b, "value %s = %s", h.RRef, h.Value)
+			fmt.Fprintf(b, "value %s = %s", h.RRef, h.Value)
 			if len(h.Holders) > 0 {
-				fmt.Fprintf(&b, ", kept alive by %s", strings.Join(h.Holders, ", "))
+				fmt.Fprintf(b, ", kept alive by %s", strings.Join(h.Holders, ", "))
 			}
 		case HeldReference:
-			fmt.Fprintf(&b, "reference to value %s on %s", h.RRef, h.Owner)
+			fmt.Fprintf(b, "reference to value %s on %s", h.RRef, h.Owner)
 			if !h.Confirmed {
 				b.WriteString(" (not yet confirmed by its owner)")
 			}
 		case HeldLent:
-			fmt.Fprintf(&b, "reference to value %s on %s lent to %s, until %s confirms the copy", h.RRef, h.Owner, h.To, h.Owner)
+			fmt.Fprintf(b, "reference to value %s on %s lent to %s, until %s confirms the copy", h.RRef, h.Owner, h.To, h.Owner)
 		}
 	}
-	return b.String()
+}
+
+// runningAge rounds how long a function has run, in a report.
+const runningAge = time.Millisecond
+
+// describeRunning is one line per running function, joined by sep: its
+// name, its caller, and since when (and for how long, at time at, when
+// known).
+func describeRunning(fns []RunningFunction, at time.Time, sep string) string {
+	lines := make([]string, len(fns))
+	for i, f := range fns {
+		what := "function %s, called by %s, running since %s"
+		if f.Remote {
+			what = "function %s, making the value of a Remote by %s, running since %s"
+		}
+		lines[i] = fmt.Sprintf(what, f.Function, f.Caller, f.Since.Format("15:04:05.000"))
+		if !at.IsZero() {
+			lines[i] += fmt.Sprintf(" (%v)", at.Sub(f.Since).Round(runningAge))
+		}
+	}
+	return strings.Join(lines, sep)
+}
+
+// runningFunctions lists the functions this worker runs, oldest first
+// (w.mu held).
+func (w *Worker) runningFunctions() []RunningFunction {
+	var out []RunningFunction
+	add := func(r running, remote bool) {
+		name, _, _ := splitWireName(r.fn)
+		out = append(out, RunningFunction{Function: name, Caller: w.nameOf(r.from), Remote: remote, Since: monoEpoch.Add(r.since)})
+	}
+	for _, first := range w.calling {
+		for c := first; c != nil; c = c.next {
+			add(c.run, false)
+		}
+	}
+	for _, r := range w.remotes {
+		add(r, true)
+	}
+	slices.SortFunc(out, func(a, b RunningFunction) int { return a.Since.Compare(b.Since) })
+	return out
 }
 
 // leakError describes what this worker holds now.
 func (w *Worker) leakError() *LeakError {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	le := &LeakError{Worker: w.name, State: w.c.Dump()}
+	le := &LeakError{Worker: w.name, State: w.c.Dump(), Running: w.runningFunctions(), at: time.Now()}
 	for _, h := range w.c.Held() {
 		ref := HeldRef{RRef: w.shortID(h.RRef), Owner: w.nameOf(h.Owner), Confirmed: h.Confirmed, To: w.nameOf(h.To)}
 		switch h.Kind {
@@ -402,6 +465,10 @@ func (w *Worker) shortID(id core.RRefID) string {
 func (w *Worker) describeValue(id core.RRefID, b []byte) string {
 	const maxShown = 60 // a report line, not the value's dump
 	if b == nil {
+		if r, ok := w.remotes[id]; ok {
+			name, _, _ := splitWireName(r.fn)
+			return "(not yet created: function " + name + " still running)"
+		}
 		return "(not yet created)"
 	}
 	if t := w.valueTypes[id]; t != nil {
@@ -415,4 +482,12 @@ func (w *Worker) describeValue(id core.RRefID, b []byte) string {
 		}
 	}
 	return fmt.Sprintf("(%d bytes)", len(b))
+}
+
+// count is n and noun, plural unless n is one.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -50,11 +50,11 @@ func (s *ctxSlab) next() *callCtx {
 // monoEpoch is the origin of call contexts' deadlines (callCtx.due).
 var monoEpoch = time.Now()
 
-// dueAfter is the due time of a deadline timeout from now, saturating:
-// a caller whose deadline is centuries away (time.Until saturates at the
-// largest Duration), or a peer that says so, must not wrap to the past.
-func dueAfter(timeout time.Duration) time.Duration {
-	now := time.Since(monoEpoch)
+// dueAfter is the due time of a deadline timeout after now (both since
+// monoEpoch), saturating: a caller whose deadline is centuries away
+// (time.Until saturates at the largest Duration), or a peer that says so,
+// must not wrap to the past.
+func dueAfter(now, timeout time.Duration) time.Duration {
 	if timeout > math.MaxInt64-now {
 		return math.MaxInt64
 	}
@@ -89,6 +89,19 @@ type callCtx struct {
 	// peer that repeats a call id. Chained in the context itself so that
 	// the usual key, with one call, costs the map no slice of its own.
 	next *callCtx
+	// run says what runs in it, for a shutdown that gives up to name
+	// (set once, under w.mu, before a function can see the context).
+	run running
+}
+
+// running is a function this worker was handed to run: its wire name,
+// its caller, and since when (on the monotonic clock since monoEpoch).
+// Calls keep it in their contexts, Remotes in Worker.remotes: no
+// allocation of its own on a call's path.
+type running struct {
+	fn    string
+	from  core.WorkerID
+	since time.Duration
 }
 
 func (c *callCtx) Deadline() (time.Time, bool) {
@@ -174,15 +187,18 @@ func (c *callCtx) finish(err error) {
 // all, and a cancel ends them all.
 func (w *Worker) trackCalls(rd *core.Ready) {
 	for _, run := range rd.Runs {
+		now := time.Since(monoEpoch)
 		if run.Kind != core.RunCall {
+			w.remotes[run.RRef] = running{fn: run.Fn, from: run.From, since: now}
 			continue
 		}
 		c := w.ctxSlab.next()
+		c.run = running{fn: run.Fn, from: run.From, since: now}
 		if run.Timeout > 0 {
-			c.due = dueAfter(run.Timeout)
+			c.due = dueAfter(now, run.Timeout)
 		}
 		if run.Cancelled {
-			c.err = context.Canceled
+			c.err = cancelCause(run.PastDeadline)
 		}
 		key := keyOf(run.From, run.CallID)
 		if first := w.calling[key]; first == nil {
@@ -201,9 +217,20 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 	for _, cancel := range rd.Cancels {
 		// A peer names only its own calls: the key holds its id.
 		for c := w.calling[keyOf(cancel.From, cancel.CallID)]; c != nil; c = c.next {
-			c.end(context.Canceled)
+			c.end(cancelCause(cancel.Deadline))
 		}
 	}
+}
+
+// cancelCause is why a call's context ends when its caller stops waiting:
+// past the caller's deadline, or cancelled. The callee's own timer would
+// say DeadlineExceeded a moment later; a cancel that said Canceled instead
+// would have the function believe someone changed their mind.
+func cancelCause(pastDeadline bool) error {
+	if pastDeadline {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
 }
 
 // callContext is the context run's function runs in, under parent: the

@@ -116,6 +116,12 @@ func (w *Worker) remoteError(kind rref.ErrorKind, code, msg, fn, where string) e
 	if kind == rref.ErrorKindNone {
 		return nil // before anything is built: the path of every call that succeeds
 	}
+	switch kind {
+	case rref.ErrorKindDeadlineExceeded:
+		msg = withoutCause(msg, context.DeadlineExceeded)
+	case rref.ErrorKindCancelled:
+		msg = withoutCause(msg, context.Canceled)
+	}
 	what := fn + " on " + where
 	if fn == "" {
 		what = "the function on " + where
@@ -138,10 +144,28 @@ func (w *Worker) remoteError(kind rref.ErrorKind, code, msg, fn, where string) e
 		return fmt.Errorf("%w: %s", ErrPeerFailed, what)
 	case rref.ErrorKindLost:
 		return fmt.Errorf("%w: %s", ErrLost, what)
+	case rref.ErrorKindTooLarge:
+		return fmt.Errorf("%w: %s", ErrTooLarge, what)
 	case rref.ErrorKindUser:
 		return &UserError{Function: fn, Worker: where, Code: code, Message: msg, err: w.registeredError(code)}
 	}
 	return fmt.Errorf("worker: %s failed: %s", what, kind)
+}
+
+// withoutCause is a failure's message without the text of cause at its
+// end, where a function that returns ctx.Err(), wraps it (%w) or joins it
+// puts it: the caller's error wraps cause itself, and says it once.
+func withoutCause(msg string, cause error) string {
+	c := cause.Error()
+	if msg == c {
+		return ""
+	}
+	for _, sep := range []string{": ", "\n"} {
+		if m, ok := strings.CutSuffix(msg, sep+c); ok {
+			return m
+		}
+	}
+	return msg
 }
 
 // callError is a call's failure; callerTypes describes the caller's side,
@@ -169,6 +193,10 @@ func (w *Worker) fetchError(fr core.FetchResult, fn string, owner core.WorkerID)
 		return ErrLost
 	case rref.ErrorKindTypeMismatch:
 		return mismatch(fr.Message)
+	case rref.ErrorKindTooLarge:
+		// The value exists and its function, if any, succeeded: only its
+		// way here failed.
+		return fmt.Errorf("%w: fetch from %s: %s", ErrTooLarge, w.nameOf(owner), fr.Message)
 	}
 	return w.remoteError(fr.Err, fr.Code, fr.Message, fn, w.nameOf(owner))
 }

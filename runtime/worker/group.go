@@ -44,6 +44,9 @@ func NewGroup(names []string, cfg Config) ([]*Worker, error) {
 }
 
 func checkNames(names []string) error {
+	if len(names) == 0 {
+		return errors.New("worker: a group needs at least one member; no names given")
+	}
 	seen := map[string]bool{}
 	for _, n := range names {
 		if n == "" || seen[n] {
@@ -104,6 +107,7 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 	if cfg.Setup != nil {
 		cfg.Setup(w)
 	}
+	defer w.noticeWaiting()()
 	accepting := false
 	acceptCtx, stopAccepting := context.WithCancel(ctx)
 	defer stopAccepting()
@@ -234,6 +238,44 @@ func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Co
 		w.gs.start(func() { w.refuseLate(tl, plan, me) })
 	}
 	return w, nil
+}
+
+// startNoticeEvery is how often Start logs the members it still waits for:
+// members start in any order, so a few seconds of waiting is normal, and
+// one line per interval says who is late without flooding the log.
+const startNoticeEvery = 5 * time.Second
+
+// noticeWaiting logs, every startNoticeEvery until the returned function
+// is called, the members Start still waits for: a member that never comes
+// (a wrong address, a process that did not start) shows while Start
+// waits, not only when its context ends.
+func (w *Worker) noticeWaiting() (stop func()) {
+	every := w.cfg.startNotice
+	if every <= 0 {
+		every = startNoticeEvery
+	}
+	began := time.Now()
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if m := w.missing(); m != "" {
+					w.cfg.Logger.Info("rref start waiting for members", "worker", w.name, "waited", time.Since(began).Round(time.Millisecond), "missing", m)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended // no line after Start has returned
+	}
 }
 
 // tcpOptions are the options of this worker's tcp connections.

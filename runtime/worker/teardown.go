@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"runtime/debug"
+	"strings"
 	"sync/atomic"
 
 	"github.com/rrefkit/rref/runtime/core"
@@ -84,6 +87,49 @@ func (g *goroutines) start(f func()) bool {
 // (as t.FailNow does): its goroutine ended without returning.
 var errGoexit = errors.New("worker: the function called runtime.Goexit")
 
+// panicFramesCarried is how many frames of a panicking function's stack
+// its caller's error carries, from where it panicked: enough to find the
+// line and the few calls that led to it. The whole stack goes to the
+// callee's log.
+const panicFramesCarried = 6
+
+// handlerFrame starts the frame of the handler Register makes, which calls
+// the function: the stack's frames from there on are this package's.
+var handlerFrame = reflect.TypeFor[Worker]().PkgPath() + ".Register["
+
+// panicFrames is the part of a stack (debug.Stack, taken in a deferred
+// recover) that says where the function panicked: the frames below the
+// panic, past the runtime's own (a nil dereference passes sigpanic), up to
+// n of them, and none from Register's handler on, which called the
+// function.
+func panicFrames(stack []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(stack)), "\n")
+	// lines[0] is "goroutine N [running]:"; then a function line and its
+	// "\tfile:line +0x.." line per frame.
+	start := 1
+	for i := 1; i+1 < len(lines); i += 2 {
+		if strings.HasPrefix(lines[i], "panic(") {
+			start = i + 2
+		}
+	}
+	var b strings.Builder
+	for i, kept := start, 0; i+1 < len(lines) && kept < n; i += 2 {
+		fn := lines[i]
+		if kept == 0 && strings.HasPrefix(fn, "runtime.") {
+			continue
+		}
+		if strings.HasPrefix(fn, handlerFrame) {
+			break // the handler that called the function: no more of the user's code
+		}
+		if kept > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(fn + "\n" + lines[i+1])
+		kept++
+	}
+	return b.String()
+}
+
 // callUser runs a registered function with panics and runtime.Goexit
 // contained: a panic becomes the call's error; a Goexit cannot be stopped,
 // so the call is answered from the unwinding goroutine, and a receiver it
@@ -95,7 +141,10 @@ func (w *Worker) callUser(ctx context.Context, h handler, run core.Run, dst []by
 			return
 		}
 		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v", p)
+			stack := debug.Stack()
+			w.cfg.Logger.Error("rref function panicked", "worker", w.name, "function", run.Fn, "caller", w.nameOf(run.From),
+				"panic", fmt.Sprint(p), "stack", string(stack))
+			err = fmt.Errorf("panic: %v\n%s", p, panicFrames(stack, panicFramesCarried))
 			return
 		}
 		w.cfg.Logger.Warn("rref function called runtime.Goexit", "worker", w.name, "function", run.Fn)

@@ -86,6 +86,9 @@ type Config struct {
 	// before sending it, so messages overtake one another (the protocol
 	// assumes no delivery order). For tests: set through hooks.WorkerJitter.
 	jitter func() time.Duration
+	// startNotice is how often Start logs the members it still waits for
+	// (startNoticeEvery when 0); tests shorten it.
+	startNotice time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -141,9 +144,10 @@ type Worker struct {
 	// instead of a timer per call.
 	calls   waiting[callDone]
 	fetches waiting[fetchDone]
-	kept    map[core.HandleID]bool // argument RRefs a function kept
-	calling map[callKey]*callCtx   // calls from peers being run, chained by key (cancel.go)
-	ctxSlab ctxSlab                // where their contexts come from (w.mu)
+	kept    map[core.HandleID]bool  // argument RRefs a function kept
+	calling map[callKey]*callCtx    // calls from peers being run, chained by key (cancel.go)
+	remotes map[core.RRefID]running // functions making values for Remotes, until they return
+	ctxSlab ctxSlab                 // where their contexts come from (w.mu)
 	// valueTypes are the types of the values this worker owns, when known
 	// (NewRRef, a Remote of a registered function), so that a LeakError
 	// can show them decoded.
@@ -195,9 +199,9 @@ type Worker struct {
 
 func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names, c: core.New(id, core.WithDeferredAcks()),
+	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names,
 		calls: newWaiting[callDone](), fetches: newWaiting[fetchDone](), kept: map[core.HandleID]bool{},
-		calling: map[callKey]*callCtx{}, valueTypes: map[core.RRefID]reflect.Type{},
+		calling: map[callKey]*callCtx{}, remotes: map[core.RRefID]running{}, valueTypes: map[core.RRefID]reflect.Type{},
 		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	for i := range names {
@@ -205,6 +209,9 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 			w.outboxes[i] = &outbox{ready: make(chan struct{}, 1)}
 		}
 	}
+	// The core knows workers by index; its errors name them as the
+	// program does.
+	w.c = core.New(id, core.WithDeferredAcks(), core.WithNames(w.nameOf))
 	w.readies.New = func() any { return new(core.Ready) }
 	w.acks.delay = ackDelay
 	w.maxMessage = maxMessageOf(w.cfg.FIFO)
@@ -394,9 +401,15 @@ func (w *Worker) sendNow(m core.Envelope) {
 		return
 	}
 	ob := w.outboxes[m.To-1]
+	if size := w.oversize(m.Msg); size > 0 {
+		w.refuseTooLarge(m, size)
+		return
+	}
 	buf := framePool.Get().(*[]byte)
 	frame := rref.AppendFrame((*buf)[:0], m.Msg)
 	if len(frame) > w.maxMessage {
+		// Grown past the limit by what oversize does not measure ahead
+		// (a long error text, many RRefs).
 		w.refuseTooLarge(m, len(frame))
 		return
 	}
@@ -650,6 +663,7 @@ func (w *Worker) answer(run core.Run, cc *callCtx, made reflect.Type, result []b
 		}
 		switch run.Kind {
 		case core.RunRemote:
+			delete(w.remotes, run.RRef)
 			if made != nil {
 				w.valueTypes[run.RRef] = made
 			}
@@ -770,6 +784,10 @@ func sum(v []uint64) (n uint64) {
 type LeakError struct {
 	Worker string
 	Held   []HeldRef
+	// Running are the functions this worker still ran: one that ignores
+	// its context holds the barrier up for as long as it runs.
+	Running []RunningFunction
+	at      time.Time // when it was taken, for how long each has run
 	// Waiting is what held the group's barrier up, when this worker held
 	// nothing itself (otherwise what it held is the answer).
 	Waiting string
@@ -803,6 +821,15 @@ type HeldRef struct {
 	To string
 }
 
+// RunningFunction is a function a worker was still running when a
+// graceful shutdown gave up.
+type RunningFunction struct {
+	Function string    // its registered name
+	Caller   string    // the worker whose call, or Remote, it runs for
+	Remote   bool      // it makes a Remote's value, rather than answering a call
+	Since    time.Time // when this worker was handed it to run
+}
+
 func (e *LeakError) Error() string        { return e.describe() }
 func (e *LeakError) Is(target error) bool { return target == ErrLeak }
 
@@ -825,7 +852,11 @@ func (w *Worker) Close() error {
 	if n := w.running.Load(); n > 0 {
 		// They may block forever: Close does not wait for them. What they
 		// return later is dropped (their connections are closed).
-		w.cfg.Logger.Warn("rref worker closed with functions still running; their results are dropped", "worker", w.name, "running", n)
+		w.mu.Lock()
+		fns := w.runningFunctions()
+		w.mu.Unlock()
+		w.cfg.Logger.Warn("rref worker closed with functions still running; their results are dropped", "worker", w.name, "running", n,
+			"functions", describeRunning(fns, time.Now(), "; "))
 	}
 	w.mu.Lock()
 	calls, fetches := w.calls.drain(), w.fetches.drain()
