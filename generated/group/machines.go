@@ -94,7 +94,7 @@ func (e MemberEvent) String() string {
 var memberTable = [3][6]uint8{
 	{3, 0, 0, 1, 4, 4},
 	{0, 3, 4, 1, 4, 4},
-	{0, 0, 0, 1, 1, 1},
+	{0, 1, 1, 1, 1, 1},
 }
 
 // StepMember applies event e in state s. It returns the next state and whether the
@@ -272,6 +272,16 @@ var MemberMachine = genrt.MachineInfo{
 		},
 		{
 			Event: "Fenced",
+			From:  "closed",
+			To:    "",
+		},
+		{
+			Event: "Settled",
+			From:  "closed",
+			To:    "",
+		},
+		{
+			Event: "Confirmed",
 			From:  "closed",
 			To:    "",
 		},

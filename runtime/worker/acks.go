@@ -122,7 +122,7 @@ func (w *Worker) sendAcks(ids []core.RRefID) {
 			f()
 		}
 	}
-	if len(ids) > 0 && !w.closed.Load() {
+	if len(ids) > 0 && !w.isClosed() {
 		w.apply(func(c *core.Core) {
 			for _, id := range ids {
 				c.FlushAck(id)

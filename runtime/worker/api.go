@@ -44,7 +44,7 @@ func (s *releaseState) collected() {
 	done := s.released
 	s.released = true
 	s.mu.Unlock()
-	if !done && !s.w.closed.Load() {
+	if !done && !s.w.isClosed() {
 		h := s.h
 		s.w.apply(func(c *core.Core) { c.Release(h) })
 	}
@@ -106,7 +106,7 @@ func (r *RRef[T]) Clone() (*RRef[T], error) {
 	if r == nil || r.w == nil {
 		return nil, ErrUnbound
 	}
-	if r.w.closed.Load() {
+	if r.w.isClosed() {
 		return nil, ErrClosed
 	}
 	var h core.HandleID
@@ -132,7 +132,7 @@ func (r *RRef[T]) Release() error {
 	done := r.state.released
 	r.state.released = true
 	r.state.mu.Unlock()
-	if done || r.w.closed.Load() {
+	if done || r.w.isClosed() {
 		return nil
 	}
 	r.w.apply(func(c *core.Core) { c.Release(r.h) })
@@ -195,7 +195,7 @@ func (r *RRef[T]) startFetch(ctx context.Context, poll bool) pendingFetch {
 	}
 	_, hasDeadline := ctx.Deadline()
 	r.w.apply(func(c *core.Core) {
-		if r.w.closed.Load() { // see startCall
+		if r.w.isClosed() { // see startCall
 			pf.ch <- fetchDone{FetchResult: core.FetchResult{Err: rref.ErrorKindOwnerFailed}}
 			return
 		}
@@ -218,7 +218,7 @@ func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err err
 	}
 	if err = w.fetchError(fr.FetchResult, r.fn, r.owner); err == nil {
 		v, err = decodeValue[T](w, fr.Value)
-	} else if fr.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
+	} else if fr.Err == rref.ErrorKindOwnerFailed && w.isClosed() {
 		err = fmt.Errorf("%w (%w)", ErrClosed, err)
 	}
 	return v, err
@@ -437,7 +437,7 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 	w.apply(func(c *core.Core) {
 		// Close fails the calls it finds under this lock; later ones must
 		// not wait for an answer no one will give.
-		if closed = w.closed.Load(); closed {
+		if closed = w.isClosed(); closed {
 			return
 		}
 		pc.id, err = c.CallWithin(id, fn, args, refs, timeout)
@@ -545,7 +545,7 @@ func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingC
 	}
 	if err := w.callError(res.CallResult, fn, pc.to, callerTypes[A, R]); err != nil {
 		w.releaseAll(res.Handles)
-		if res.Err == rref.ErrorKindOwnerFailed && w.closed.Load() {
+		if res.Err == rref.ErrorKindOwnerFailed && w.isClosed() {
 			err = fmt.Errorf("%w (%w)", ErrClosed, err)
 		}
 		return zero, err
@@ -627,7 +627,7 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	var h core.HandleID
 	closed := false
 	w.apply(func(c *core.Core) {
-		if closed = w.closed.Load(); !closed {
+		if closed = w.isClosed(); !closed {
 			h, err = c.Remote(id, wire, args, refs)
 		}
 	})
@@ -645,7 +645,7 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	r.fn = fn
 	if t := w.cfg.RemoteTimeout; t > 0 && id != w.id {
 		time.AfterFunc(t, func() {
-			if !r.Confirmed() && !w.closed.Load() {
+			if !r.Confirmed() && !w.isClosed() {
 				w.apply(func(c *core.Core) { c.Timeout(h) })
 			}
 		})
@@ -658,7 +658,7 @@ func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
 	if err := storable[T](); err != nil {
 		return nil, err
 	}
-	if w.closed.Load() {
+	if w.isClosed() {
 		return nil, ErrClosed
 	}
 	b, err := w.cfg.Codec.Marshal(v)

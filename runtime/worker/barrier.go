@@ -241,7 +241,7 @@ func (w *Worker) barrierRound(ctx context.Context, round uint64) barrierView {
 		if conn == nil || v.dead[i] {
 			continue
 		}
-		if err := conn.Send(ctx, frame); err != nil && ctx.Err() == nil && !w.closed.Load() {
+		if err := conn.Send(ctx, frame); err != nil && ctx.Err() == nil && !w.isClosed() {
 			w.peerFailed(core.WorkerID(i+1), err)
 		}
 	}
@@ -271,7 +271,12 @@ func (w *Worker) Shutdown(ctx context.Context) error { return w.shutdown(ctx, ni
 // shutdown is Shutdown; before closing, it calls beforeClose (when set),
 // telling it whether it gave up (and took its report) or settled.
 func (w *Worker) shutdown(ctx context.Context, beforeClose func(gaveUp bool)) error {
-	w.leaving.Store(true)
+	if _, err := w.member.step(groupwire.MemberOnShutdown); err != nil {
+		if w.isClosed() {
+			return ErrClosed
+		}
+		return fmt.Errorf("worker: %s: Shutdown is already running: %w", w.name, err)
+	}
 	tick := time.NewTicker(barrierPeriod(len(w.names)))
 	defer tick.Stop()
 	var last barrierView
@@ -283,9 +288,13 @@ func (w *Worker) shutdown(ctx context.Context, beforeClose func(gaveUp bool)) er
 			if beforeClose != nil {
 				beforeClose(false)
 			}
-			return w.Close()
+			if w.stepMember(groupwire.MemberOnConfirmed) {
+				w.teardown()
+			}
+			return nil
 		}
 		if ok && !(haveLast && v.same(last)) {
+			w.stepMember(groupwire.MemberOnSettled)
 			last, haveLast = v, true // the first settled view; confirm it next rounds
 		} else if !ok {
 			haveLast = false

@@ -97,14 +97,14 @@ func (w *Worker) takeFence(from core.WorkerID, m *groupwire.Fence) {
 // fencedSelf closes a worker the group fenced: its references were
 // reclaimed by its peers, and it must not run on split from them.
 func (w *Worker) fencedSelf(by core.WorkerID, reason string) {
-	if !w.fenced.CompareAndSwap(false, true) || w.closed.Load() {
-		return
+	if !w.stepMember(groupwire.MemberOnFenced) {
+		return // closed already
 	}
 	err := fmt.Errorf("%w: %s took it for dead: %s", ErrFenced, w.nameOf(by), reason)
 	w.cfg.Logger.Error("rref worker fenced by the group; closing", "worker", w.name, "err", err)
 	if f := w.cfg.OnFenced; f != nil {
 		f(err)
 	}
-	// Close waits for the worker's goroutines, of which this is one.
-	go w.Close()
+	// teardown waits for the worker's goroutines, of which this is one.
+	go w.teardown()
 }

@@ -107,7 +107,7 @@ func TestOneVerdictOnDeath(t *testing.T) {
 	ws["s1"].peerFailed(s2, errors.New("test: s2's heartbeat stopped for DeadAfter"))
 	waitUntil(t, ctx, "t fencing s2", func() bool { return fs["t"].has("s2") })
 	waitUntil(t, ctx, "s2 hearing it was fenced", fs["s2"].wasFenced)
-	waitUntil(t, ctx, "s2 closing", ws["s2"].closed.Load)
+	waitUntil(t, ctx, "s2 closing", ws["s2"].isClosed)
 	fs["s2"].mu.Lock()
 	if err := fs["s2"].fenced[0]; !errors.Is(err, ErrFenced) {
 		t.Errorf("s2 was told %v; want ErrFenced", err)

@@ -56,7 +56,7 @@ func (w *Worker) deferLocked(ob *outbox, to core.WorkerID, buf *[]byte) {
 
 // flushDeferred sends the deletes still waiting for peer to.
 func (w *Worker) flushDeferred(to core.WorkerID) {
-	if w.closed.Load() {
+	if w.isClosed() {
 		return
 	}
 	ob := w.outboxes[to-1]

@@ -127,7 +127,7 @@ func (r *receiver) loop() {
 		}
 		frame, err := r.conn.Recv(w.ctx, (*buf)[:0])
 		if err != nil {
-			if !w.closed.Load() {
+			if !w.isClosed() {
 				w.peerFailed(r.from, err)
 			}
 			return
@@ -219,7 +219,7 @@ func (r *receiver) uncork() {
 // handOff gives r's connection to a new receiving goroutine, once, while r
 // runs a function.
 func (r *receiver) handOff(byWatchdog bool) {
-	if r.inline.Load() != 0 && !r.w.closed.Load() && r.replaced.CompareAndSwap(false, true) {
+	if r.inline.Load() != 0 && !r.w.isClosed() && r.replaced.CompareAndSwap(false, true) {
 		r.uncork() // what it answered so far must not wait for its function
 		if byWatchdog {
 			r.w.stats.overruns.Add(1)

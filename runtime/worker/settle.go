@@ -61,7 +61,7 @@ func settleView(ws []*Worker) (barrierView, string) {
 		v.dead[i] = true // until a live member answers for the slot
 	}
 	for _, w := range ws {
-		if !w.closed.Load() {
+		if !w.isClosed() {
 			v.dead[w.id-1] = false
 		}
 	}

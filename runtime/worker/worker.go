@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/fifo"
+	groupwire "github.com/rrefkit/rref/generated/group"
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/internal/hooks"
 	"github.com/rrefkit/rref/runtime/core"
@@ -170,10 +171,8 @@ type Worker struct {
 	listener *fifo.TCPListener // Start's, open until Close for re-dials of broken links; nil when none
 	ctx      context.Context
 	cancel   context.CancelFunc
-	gs       *goroutines // the worker's own; Close waits for them
-	closed   atomic.Bool
-	leaving  atomic.Bool // in Shutdown
-	fenced   atomic.Bool // the group fenced it (fence.go)
+	gs       *goroutines   // the worker's own; Close waits for them
+	member   memberMachine // running, leaving (Shutdown), closed: member.go
 	// GOMAXPROCS > 1, read at start and by the sweeper (reading it takes
 	// the scheduler's lock): callers poll only then.
 	multiProc atomic.Bool
@@ -378,7 +377,7 @@ func (w *Worker) send(m core.Envelope) (kept bool) {
 			w.jittering.Add(1)
 			time.AfterFunc(d, func() {
 				defer w.jittering.Add(-1)
-				if !w.closed.Load() {
+				if !w.isClosed() {
 					w.sendNow(m)
 				}
 			})
@@ -468,7 +467,7 @@ func (w *Worker) sendLocked(ob *outbox, to core.WorkerID, buf *[]byte) {
 	clear(bufs)
 	queued := len(ob.frames) > 0
 	ob.mu.Unlock()
-	if err != nil && !w.closed.Load() {
+	if err != nil && !w.isClosed() {
 		w.peerFailed(to, err)
 	}
 	if queued {
@@ -507,7 +506,7 @@ func (w *Worker) drain(to core.WorkerID, conn *fifo.Conn, ob *outbox) {
 			ob.sending--
 			ob.mu.Unlock()
 			if err != nil {
-				if !w.closed.Load() {
+				if !w.isClosed() {
 					w.peerFailed(to, err)
 				}
 				return
@@ -553,11 +552,11 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 	already := w.dead[id]
 	w.dead[id] = true
 	w.mu.Unlock()
-	if already || w.closed.Load() {
+	if already || w.isClosed() {
 		return
 	}
 	switch {
-	case errors.Is(cause, fifo.ErrClosed) && w.leaving.Load():
+	case errors.Is(cause, fifo.ErrClosed) && !w.isRunning():
 		// Expected: the barrier settled and the peer closed first.
 		w.cfg.Logger.Debug("peer closed", "worker", w.name, "peer", w.nameOf(id))
 	case errors.Is(cause, fifo.ErrClosed):
@@ -565,7 +564,7 @@ func (w *Worker) peerFailed(id core.WorkerID, cause error) {
 	default:
 		w.cfg.Logger.Warn("peer failed", "worker", w.name, "peer", w.nameOf(id), "err", cause)
 	}
-	if !(errors.Is(cause, fifo.ErrClosed) && w.leaving.Load()) {
+	if !(errors.Is(cause, fifo.ErrClosed) && !w.isRunning()) {
 		w.announceFence(id, cause)
 	}
 	if conn := w.conn(id); conn != nil {
@@ -836,9 +835,16 @@ func (e *LeakError) Is(target error) bool { return target == ErrLeak }
 // Close closes the worker at once: its connections close, pending calls and
 // fetches on it fail, and its peers see it as failed.
 func (w *Worker) Close() error {
-	if w.closed.Swap(true) {
-		return nil
+	if !w.stepMember(groupwire.MemberOnClose) {
+		return nil // closed already
 	}
+	w.teardown()
+	return nil
+}
+
+// teardown closes the worker, once its Member machine has moved to closed
+// (by Close, the barrier's confirmation or the group's fence).
+func (w *Worker) teardown() {
 	w.cancel()
 	for i := range w.peers {
 		if c := w.peers[i].Load(); c != nil {
@@ -867,5 +873,4 @@ func (w *Worker) Close() error {
 	for id, ch := range fetches {
 		ch <- fetchDone{FetchResult: core.FetchResult{FetchID: id, Err: rref.ErrorKindOwnerFailed}}
 	}
-	return nil
 }
