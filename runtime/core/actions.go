@@ -26,7 +26,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 	if c.dead.has(worker) {
 		return 0, fmt.Errorf("%w: remote to %s", ErrPeerDead, c.who(worker))
 	}
-	if err := c.checkPassable(refs, true); err != nil {
+	if err := c.checkPassable(refs); err != nil {
 		return 0, err
 	}
 	id := RRefID{Worker: c.self, Local: c.newID()}
@@ -68,7 +68,7 @@ func (c *Core) CallWithin(worker WorkerID, fn string, args []byte, refs []Handle
 	if c.dead.has(worker) {
 		return 0, fmt.Errorf("%w: call to %s", ErrPeerDead, c.who(worker))
 	}
-	if err := c.checkPassable(refs, true); err != nil {
+	if err := c.checkPassable(refs); err != nil {
 		return 0, err
 	}
 	id := c.newLocal()
@@ -103,7 +103,7 @@ func (c *Core) Return(to WorkerID, callID uint64, result []byte, refs []HandleID
 	if c.dead.has(to) {
 		return nil
 	}
-	if err := c.checkPassable(refs, true); err != nil {
+	if err := c.checkPassable(refs); err != nil {
 		return err
 	}
 	c.send(to, c.pools().callRet.fill(rref.CallRet{CallID: callID, Error: fail.Kind, Code: fail.Code, Message: fail.Message, Result: result, RRefs: c.forkAll(refs, to)}))
@@ -275,16 +275,17 @@ func (c *Core) Release(h HandleID) error {
 	return nil
 }
 
-// checkPassable rejects handles that cannot be passed on: unknown or
-// released ones, and, unless cut is allowed (a call or return, where a cut
-// handle travels as such), lost and orphaned ones.
-func (c *Core) checkPassable(refs []HandleID, cut bool) error {
+// checkPassable rejects handles that cannot be passed on or duplicated:
+// unknown or released ones. A lost or orphaned handle is not refused: it
+// travels as a cut copy (see fork), so that a program holding one can still
+// hand it on and its receiver learns why it is cut from its own fetch.
+func (c *Core) checkPassable(refs []HandleID) error {
 	for _, h := range refs {
 		hr := c.handles[h]
 		if hr == nil {
 			return fmt.Errorf("%w: handle %d", ErrUnknownHandle, h)
 		}
-		if (!cut || mutant(mutCutRefused)) && c.cutKind(hr) != rref.ErrorKindNone {
+		if mutant(mutCutRefused) && c.cutKind(hr) != rref.ErrorKindNone {
 			return fmt.Errorf("%w: handle %d", ErrHandleLost, h)
 		}
 	}
@@ -487,9 +488,12 @@ func (c *Core) settleRuns(u *userRec) {
 // Dup makes a second handle to the value behind h on this worker. On the
 // owner it is one more local handle; elsewhere it is a child fork held by
 // this same worker, confirmed by the owner like any fork (as a pass to self
-// would be, without the call).
+// would be, without the call). A cut handle (lost, or its owner failed)
+// gives a cut duplicate, as a pass to self would: a worker returns a handle
+// it keeps by duplicating it, and refusing here made that return fail
+// where the protocol lets a cut handle travel.
 func (c *Core) Dup(h HandleID) (HandleID, error) {
-	if err := c.checkPassable([]HandleID{h}, false); err != nil {
+	if err := c.checkPassable([]HandleID{h}); err != nil {
 		return 0, err
 	}
 	hr := c.handles[h]

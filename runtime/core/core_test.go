@@ -223,6 +223,49 @@ func TestDup(t *testing.T) {
 	}
 }
 
+// A handle cut off from its value duplicates into a cut handle, as a pass
+// to self would: no message goes out (the owner is dead, there is no fork
+// to confirm), the duplicate's fetch fails the same way at once, and a
+// duplicate of the duplicate too. The worker returns an RRef it keeps by
+// duplicating it, so a refusal here failed that return (issue 35).
+func TestDupOfCutHandle(t *testing.T) {
+	a, _, h, _, _ := pair(t)
+	a.PeerFailed(2) // the owner
+	a.TakeReady()
+	d, err := a.Dup(h)
+	if err != nil {
+		t.Fatalf("Dup of an orphaned handle: %v", err)
+	}
+	dd, err := a.Dup(d)
+	if err != nil {
+		t.Fatalf("Dup of a cut duplicate: %v", err)
+	}
+	for _, x := range []core.HandleID{d, dd} {
+		if s := a.Handle(x); !s.Exists || s.Lost != rref.ErrorKindOwnerFailed || s.Owner != 2 {
+			t.Errorf("duplicate %d: %+v, want a cut handle owned by 2 failing with owner-failed", x, s)
+		}
+		a.Fetch(x)
+	}
+	r := a.TakeReady()
+	if len(r.Messages) != 0 {
+		t.Errorf("duplicating a cut handle sent %+v", r.Messages)
+	}
+	if len(r.Fetches) != 2 || r.Fetches[0].Err != rref.ErrorKindOwnerFailed || r.Fetches[1].Err != rref.ErrorKindOwnerFailed {
+		t.Errorf("fetches of the duplicates: %+v, want two owner-failed", r.Fetches)
+	}
+	for _, x := range []core.HandleID{h, d, dd} {
+		if err := a.Release(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := a.TakeReady(); len(r.Messages) != 0 {
+		t.Errorf("releasing cut handles sent %+v", r.Messages)
+	}
+	if n := a.Counters(); !n.Clean() {
+		t.Errorf("A keeps %+v after releasing every cut handle\n%s", n, a.Dump())
+	}
+}
+
 // A Ready passed back to TakeReadyInto is emptied and its memory reused for
 // the next outputs; what the core produces is the same as with TakeReady.
 func TestTakeReadyIntoReusesBuffers(t *testing.T) {

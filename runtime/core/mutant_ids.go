@@ -22,7 +22,7 @@ const (
 	mutTimedOutDeleteEarly                          // a timed-out remote's delete leaves before its RemoteRet
 	mutAckUnrecorded                                // the owner acks a fork request without counting the fork
 	mutSelfFetchSent                                // the owner fails its own waiting fetch with a message to itself
-	mutCutRefused                                   // a cut handle cannot be passed or returned (the call fails)
+	mutCutRefused                                   // a cut handle cannot be passed, returned or duplicated (the call fails)
 	mutRefuseAfterCrash                             // after any crash the owner refuses every fork request
 	mutMergedAckNotCarried                          // a held-back RemoteRet is dropped when the creator's fetch is answered, which does not confirm
 	mutAckCarriedToAnyFork                          // a held-back RemoteRet rides on the answer to a fetch through another fork

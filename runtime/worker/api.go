@@ -101,7 +101,11 @@ func (r *RRef[T]) Keep() *RRef[T] {
 
 // Clone returns a second, independent reference to the same value on this
 // worker; each must be released. A clone of a user's RRef is a new fork the
-// owner confirms, like one passed to another worker.
+// owner confirms, like one passed to another worker. A clone of an RRef cut
+// off from its value (its owner died, or it was lost) is cut off the same
+// way, as a copy passed on would be: a function returns an RRef it keeps by
+// returning its clone, and that return must not fail where passing the RRef
+// itself would not.
 func (r *RRef[T]) Clone() (*RRef[T], error) {
 	if r == nil || r.w == nil {
 		return nil, ErrUnbound
@@ -458,7 +462,8 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 
 // refusal is the worker's error for what the core refused at once (a call,
 // a remote, a clone): the peer is dead, or an RRef cannot travel or be
-// copied (lost, or already released), each matched by its own sentinel.
+// copied (already released: a cut one travels and copies as a cut copy),
+// each matched by its own sentinel.
 func refusal(err error) error {
 	switch {
 	case errors.Is(err, core.ErrHandleLost):

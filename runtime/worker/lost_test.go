@@ -10,9 +10,11 @@ import (
 // An RRef cut off from its value still travels, as a cut copy: a function
 // that returns an RRef whose owner died returns normally, and its caller's
 // copy fails ToHere with ErrOwnerFailed (the soak once saw "function keep
-// failed: core: handle is lost" as an unexplained user error). Cloning a
-// cut RRef fails with ErrLost, and passing an RRef already released fails
-// with ErrDeleted, not as a peer failure.
+// failed: core: handle is lost" as an unexplained user error). A clone of a
+// cut RRef is cut the same way, so a function that returns the clone of an
+// RRef it keeps returns normally too (issue 35: it failed with ErrLost).
+// Passing an RRef already released fails with ErrDeleted, not as a peer
+// failure.
 func TestRRefThatCannotTravel(t *testing.T) {
 	ws, err := NewGroup([]string{"A", "B", "C"}, Config{})
 	if err != nil {
@@ -68,8 +70,28 @@ func TestRRefThatCannotTravel(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if cl, err := r.Clone(); !errors.Is(err, ErrLost) {
-		t.Errorf("Clone of an RRef whose owner died: %v, %v; want ErrLost", cl, err)
+	cl, err := r.Clone()
+	if err != nil {
+		t.Fatalf("Clone of an RRef whose owner died: %v", err)
+	}
+	if v, err := cl.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
+		t.Errorf("a clone of an RRef whose owner died: ToHere %d, %v; want ErrOwnerFailed", v, err)
+	}
+	if o := cl.Owner(); o != "C" {
+		t.Errorf("a clone of an RRef whose owner died is owned by %q, want C", o)
+	}
+	cl.Release()
+	Register(a, "returnKept", func(ctx context.Context, _ int) (*RRef[int], error) { return r.Clone() })
+	kept, err := Call[*RRef[int]](ctx, b, "A", "returnKept", 0)
+	if err != nil {
+		t.Fatalf("returning the clone of an RRef whose owner died: %v", err)
+	}
+	if v, err := kept.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
+		t.Errorf("the caller's copy of a returned clone: ToHere %d, %v; want ErrOwnerFailed", v, err)
+	}
+	kept.Release()
+	if v, err := r.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
+		t.Errorf("the RRef kept after returning its clone: ToHere %d, %v; want ErrOwnerFailed", v, err)
 	}
 
 	Register(b, "take", func(ctx context.Context, r *RRef[int]) (int, error) { return 0, nil })

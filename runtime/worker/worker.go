@@ -669,9 +669,10 @@ func (w *Worker) answer(run core.Run, cc *callCtx, made reflect.Type, result []b
 			c.CompleteRemote(run.RRef, result, fail)
 		case core.RunCall:
 			if rerr := c.Return(run.From, run.CallID, result, refs, fail); rerr != nil {
-				// A returned RRef cannot travel: its owner died, or it was
-				// cut off. The caller learns it as ErrLost, not as the
-				// function's own failure.
+				// A returned RRef cannot travel: it was released already
+				// (one cut off by a death travels, as a cut copy). The
+				// caller learns it as a failure of the result, not as the
+				// function's own.
 				kind := rref.ErrorKindUser
 				if errors.Is(rerr, core.ErrHandleLost) {
 					kind = rref.ErrorKindLost
