@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rrefkit/rref/generated/fifowire"
 	"io"
 	"net"
 	"runtime"
@@ -174,11 +176,29 @@ func TestHelloRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.matches(cfg, "peer"); err != nil {
+	if err := helloMatches(&h, cfg, "peer"); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(h.nonce[:], nonce) || !bytes.Equal(h.append(nil), b) {
+	if !bytes.Equal(h.Nonce[:], nonce) || !bytes.Equal(fifowire.AppendHello(nil, &h), b) {
 		t.Fatal("hello does not round-trip")
+	}
+	// The layout the proofs of every deployed peer were computed over,
+	// written out field by field: generating it from the spec changed no byte.
+	var want []byte
+	want = binary.LittleEndian.AppendUint64(want, magic)
+	want = binary.LittleEndian.AppendUint32(want, formatVersion)
+	want = binary.LittleEndian.AppendUint32(want, Cell)
+	want = binary.LittleEndian.AppendUint64(want, 64)                     // Cells
+	want = binary.LittleEndian.AppendUint32(want, uint32(cfg.EagerLimit)) // EagerLimit
+	want = binary.LittleEndian.AppendUint32(want, uint32(cfg.MaxMessage))
+	want = binary.LittleEndian.AppendUint32(want, 3) // BulkSlots
+	want = binary.LittleEndian.AppendUint32(want, handshakeVersion)
+	want = append(want, nonce...)
+	want = binary.LittleEndian.AppendUint32(want, 0) // flags
+	want = binary.LittleEndian.AppendUint32(want, 0) // reserved
+	want = append(want, make([]byte, sessionSize)...)
+	if !bytes.Equal(b, want) {
+		t.Fatalf("the hello's bytes moved:\n got  %x\n want %x", b, want)
 	}
 	for _, tc := range []struct {
 		other Config
@@ -189,7 +209,7 @@ func TestHelloRoundTrip(t *testing.T) {
 		{Config{Cells: 64, BulkSlots: 3, MaxMessage: 1 << 16}, "MaxMessage"},
 		{Config{Cells: 64, BulkSlots: 3, EagerLimit: 1000}, "EagerLimit"},
 	} {
-		err := h.matches(mustDefaults(tc.other), "peer")
+		err := helloMatches(&h, mustDefaults(tc.other), "peer")
 		if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%+v: %v, want it to say %q", tc.other, err, tc.says)
 		}
@@ -202,7 +222,7 @@ func TestHelloRoundTrip(t *testing.T) {
 	bad = append([]byte(nil), b...)
 	bad[36] = 1 // handshake version 1: the old token hello
 	h, _ = parseHello(bad, "peer")
-	if err := h.matches(cfg, "peer"); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "handshake version 1") {
+	if err := helloMatches(&h, cfg, "peer"); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "handshake version 1") {
 		t.Fatalf("old handshake: %v", err)
 	}
 }

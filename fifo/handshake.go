@@ -6,13 +6,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/rrefkit/rref/generated/fifowire"
 )
 
 // The handshake opens every tcp connection (over TLS when it is
@@ -29,23 +30,15 @@ import (
 //	                                  <---  verdict (shm: with the memfd, SCM_RIGHTS)
 //	(shm) attached                    --->
 //
-// Every message has a fixed size, little endian. A hello (96 bytes):
-//
-//	 0  magic          u64  the ring magic: an rrefkit fifo peer
-//	 8  version        u32  ring format version
-//	12  cell size      u32
-//	16  cells          u64  Config.Cells
-//	24  eager limit    u32  Config.EagerLimit
-//	28  max message    u32  Config.MaxMessage
-//	32  bulk slots     u32  Config.BulkSlots (tcp refuses more rendezvous in flight)
-//	36  handshake      u32  handshake version
-//	40  nonce          [32] fresh from crypto/rand
-//	72  flags          u32  bit 0: this end keeps the connection's session
-//	                        (a tcp dialer that re-dials, a listener that
-//	                        routes re-dials to it): the connection resumes
-//	                        after a break when both ends set it
-//	76  reserved       u32  0
-//	80  session        [16] a dialer's re-dial: the session to resume (else 0)
+// Every message has a fixed size, little endian. A hello (96 bytes) is the
+// layout Hello of spec/fifowire.rspec, its codec generated
+// (generated/fifowire, where its bytes are drawn): the ring geometry
+// (Config.Cells, EagerLimit, MaxMessage, BulkSlots: tcp refuses more
+// rendezvous in flight), the ring format's and the handshake's versions, a
+// nonce fresh from crypto/rand, flags (bit 0: this end keeps the
+// connection's session, as a tcp dialer that re-dials and a listener that
+// routes re-dials to it do: the connection resumes after a break when both
+// ends set it), and the session a dialer's re-dial resumes (else 0).
 //
 // A proof (32 bytes) is HMAC-SHA256 keyed with the secret over
 //
@@ -80,7 +73,7 @@ import (
 // its own hello and an empty proof, so the dialer can say the same, and
 // answers anything that is not a hello with nothing.
 const (
-	helloSize   = 96
+	helloSize   = fifowire.SizeHello // 96
 	sessionSize = 16
 	nonceSize   = 32
 	proofSize   = sha256.Size
@@ -106,101 +99,69 @@ const (
 	tlsExporterLabel = "EXPORTER-rrefkit-fifo-handshake"
 )
 
-// hello is a decoded hello.
-type hello struct {
-	magic                   uint64
-	version, cellSize       uint32
-	cells                   uint64
-	eager, maxMessage       uint32
-	bulkSlots, handshakeVer uint32
-	nonce                   [nonceSize]byte
-	flags, reserved         uint32
-	session                 sessionID
-}
+// hello is a decoded hello: its layout is declared in spec/fifowire.rspec
+// and its codec generated (generated/fifowire), so that the bytes the
+// proofs cover are laid out in one place.
+type hello = fifowire.Hello
 
 // sessionID names a resumable tcp connection (see above).
 type sessionID [sessionSize]byte
 
 func helloFor(cfg Config, nonce []byte) hello {
-	h := hello{magic: magic, version: formatVersion, cellSize: Cell, cells: cfg.Cells,
-		eager: uint32(cfg.EagerLimit), maxMessage: uint32(cfg.MaxMessage), bulkSlots: uint32(cfg.BulkSlots),
-		handshakeVer: handshakeVersion}
-	copy(h.nonce[:], nonce)
+	h := hello{Magic: magic, Version: formatVersion, CellSize: Cell, Cells: cfg.Cells,
+		Eager: uint32(cfg.EagerLimit), MaxMessage: uint32(cfg.MaxMessage), BulkSlots: uint32(cfg.BulkSlots),
+		HandshakeVersion: handshakeVersion}
+	copy(h.Nonce[:], nonce)
 	return h
 }
 
-func (h *hello) keepsSessions() bool { return h.flags&helloKeepsSessions != 0 }
-
-func (h *hello) append(b []byte) []byte {
-	b = binary.LittleEndian.AppendUint64(b, h.magic)
-	b = binary.LittleEndian.AppendUint32(b, h.version)
-	b = binary.LittleEndian.AppendUint32(b, h.cellSize)
-	b = binary.LittleEndian.AppendUint64(b, h.cells)
-	b = binary.LittleEndian.AppendUint32(b, h.eager)
-	b = binary.LittleEndian.AppendUint32(b, h.maxMessage)
-	b = binary.LittleEndian.AppendUint32(b, h.bulkSlots)
-	b = binary.LittleEndian.AppendUint32(b, h.handshakeVer)
-	b = append(b, h.nonce[:]...)
-	b = binary.LittleEndian.AppendUint32(b, h.flags)
-	b = binary.LittleEndian.AppendUint32(b, h.reserved)
-	return append(b, h.session[:]...)
-}
+func keepsSessions(h *hello) bool { return h.Flags&helloKeepsSessions != 0 }
 
 // appendHello appends this end's hello for cfg (with its defaults) and nonce.
 func appendHello(b []byte, cfg Config, nonce []byte) []byte {
 	h := helloFor(cfg, nonce)
-	return h.append(b)
+	return fifowire.AppendHello(b, &h)
 }
 
 // parseHello decodes a hello received from peer. Only the length and the
-// magic are checked here; matches compares the rest with this end's.
+// magic are checked here; helloMatches compares the rest with this end's.
 func parseHello(b []byte, peer string) (hello, error) {
 	if len(b) != helloSize {
 		return hello{}, fmt.Errorf("%w: %s sent a hello of %d bytes, want %d", ErrAuth, peer, len(b), helloSize)
 	}
-	h := hello{
-		magic:        binary.LittleEndian.Uint64(b[0:]),
-		version:      binary.LittleEndian.Uint32(b[8:]),
-		cellSize:     binary.LittleEndian.Uint32(b[12:]),
-		cells:        binary.LittleEndian.Uint64(b[16:]),
-		eager:        binary.LittleEndian.Uint32(b[24:]),
-		maxMessage:   binary.LittleEndian.Uint32(b[28:]),
-		bulkSlots:    binary.LittleEndian.Uint32(b[32:]),
-		handshakeVer: binary.LittleEndian.Uint32(b[36:]),
+	h, _, err := fifowire.ConsumeHello(b)
+	if err != nil {
+		return hello{}, fmt.Errorf("%w: %s sent a hello that does not decode: %w", ErrAuth, peer, err)
 	}
-	copy(h.nonce[:], b[40:72])
-	h.flags = binary.LittleEndian.Uint32(b[72:])
-	h.reserved = binary.LittleEndian.Uint32(b[76:])
-	copy(h.session[:], b[80:])
-	if h.magic != magic {
+	if h.Magic != magic {
 		return hello{}, fmt.Errorf("%w: %s is not an rrefkit fifo peer", ErrAuth, peer)
 	}
 	return h, nil
 }
 
-// matches reports the first field of the peer's hello h that differs from
-// this end's configuration cfg.
-func (h *hello) matches(cfg Config, peer string) error {
+// helloMatches reports the first field of the peer's hello h that differs
+// from this end's configuration cfg.
+func helloMatches(h *hello, cfg Config, peer string) error {
 	field := func(what string, got, want uint64) error {
 		return fmt.Errorf("%w: %s has %s %d, this end %d", ErrAuth, peer, what, got, want)
 	}
 	switch {
-	case h.version != formatVersion:
-		return field("ring format version", uint64(h.version), formatVersion)
-	case h.handshakeVer != handshakeVersion:
-		return field("handshake version", uint64(h.handshakeVer), handshakeVersion)
-	case h.cellSize != Cell:
-		return field("cell size", uint64(h.cellSize), Cell)
-	case h.cells != cfg.Cells:
-		return field("Cells", h.cells, cfg.Cells)
-	case h.eager != uint32(cfg.EagerLimit):
-		return field("EagerLimit", uint64(h.eager), uint64(cfg.EagerLimit))
-	case h.maxMessage != uint32(cfg.MaxMessage):
-		return field("MaxMessage", uint64(h.maxMessage), uint64(cfg.MaxMessage))
-	case h.bulkSlots != uint32(cfg.BulkSlots):
-		return field("BulkSlots", uint64(h.bulkSlots), uint64(cfg.BulkSlots))
-	case h.flags&^helloKeepsSessions != 0 || h.reserved != 0:
-		return fmt.Errorf("%w: %s sets hello flags %#x this end does not know", ErrAuth, peer, h.flags)
+	case h.Version != formatVersion:
+		return field("ring format version", uint64(h.Version), formatVersion)
+	case h.HandshakeVersion != handshakeVersion:
+		return field("handshake version", uint64(h.HandshakeVersion), handshakeVersion)
+	case h.CellSize != Cell:
+		return field("cell size", uint64(h.CellSize), Cell)
+	case h.Cells != cfg.Cells:
+		return field("Cells", h.Cells, cfg.Cells)
+	case h.Eager != uint32(cfg.EagerLimit):
+		return field("EagerLimit", uint64(h.Eager), uint64(cfg.EagerLimit))
+	case h.MaxMessage != uint32(cfg.MaxMessage):
+		return field("MaxMessage", uint64(h.MaxMessage), uint64(cfg.MaxMessage))
+	case h.BulkSlots != uint32(cfg.BulkSlots):
+		return field("BulkSlots", uint64(h.BulkSlots), uint64(cfg.BulkSlots))
+	case h.Flags&^helloKeepsSessions != 0 || h.Reserved != 0:
+		return fmt.Errorf("%w: %s sets hello flags %#x this end does not know", ErrAuth, peer, h.Flags)
 	}
 	return nil
 }
@@ -264,16 +225,16 @@ type shake struct {
 func (s *shake) ownHello(nonce []byte) hello {
 	h := helloFor(s.cfg, nonce)
 	if s.keeps {
-		h.flags |= helloKeepsSessions
+		h.Flags |= helloKeepsSessions
 	}
-	h.session = s.resume
+	h.Session = s.resume
 	return h
 }
 
 // session is the connection's session id, and whether it has one: both
 // ends keep sessions (after a completed handshake).
 func (s *shake) session(t *transcript) (sessionID, bool) {
-	if !s.keeps || !s.peerHello.keepsSessions() {
+	if !s.keeps || !keepsSessions(&s.peerHello) {
 		return sessionID{}, false
 	}
 	if s.resume != (sessionID{}) {
@@ -289,7 +250,7 @@ func (s *shake) dial() (*transcript, error) {
 	var nonce [nonceSize]byte
 	rand.Read(nonce[:]) // never fails (crypto/rand)
 	h := s.ownHello(nonce[:])
-	copy(t[:helloSize], h.append(nil))
+	copy(t[:helloSize], fifowire.AppendHello(nil, &h))
 	if err := s.write(t[:helloSize], "hello"); err != nil {
 		return nil, err
 	}
@@ -300,10 +261,10 @@ func (s *shake) dial() (*transcript, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := peer.matches(s.cfg, s.peer); err != nil {
+	if err := helloMatches(&peer, s.cfg, s.peer); err != nil {
 		return nil, err
 	}
-	if peer.nonce == h.nonce {
+	if peer.Nonce == h.Nonce {
 		return nil, fmt.Errorf("%w: %s reflected this end's hello", ErrAuth, s.peer)
 	}
 	if s.progressed != nil {
@@ -340,8 +301,8 @@ func (s *shake) accept() (*transcript, error) {
 	var nonce [nonceSize]byte
 	rand.Read(nonce[:])
 	h := s.ownHello(nonce[:])
-	copy(t[helloSize:], h.append(nil))
-	if err := peer.matches(s.cfg, s.peer); err != nil {
+	copy(t[helloSize:], fifowire.AppendHello(nil, &h))
+	if err := helloMatches(&peer, s.cfg, s.peer); err != nil {
 		// Tell the dialer our geometry, so that it can say what differs;
 		// an empty proof, since no proof would hold.
 		var b [helloSize + proofSize]byte
@@ -349,7 +310,7 @@ func (s *shake) accept() (*transcript, error) {
 		s.nc.Write(b[:])
 		return nil, err
 	}
-	if peer.nonce == h.nonce {
+	if peer.Nonce == h.Nonce {
 		return nil, fmt.Errorf("%w: %s reflected this end's hello", ErrAuth, s.peer)
 	}
 	s.peerHello = peer

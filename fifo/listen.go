@@ -465,7 +465,7 @@ func (l *TCPListener) shakeBounded(ctx context.Context, nc net.Conn, peer string
 	if err != nil {
 		return nil, err
 	}
-	if sid := s.peerHello.session; sid != (sessionID{}) {
+	if sid := s.peerHello.Session; sid != (sessionID{}) {
 		return nil, l.route(s.nc, nc, peer, sid)
 	}
 	p := &pending{conn: s.nc, raw: nc, peer: peer, t: t}

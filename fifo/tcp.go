@@ -1272,7 +1272,7 @@ func acceptOneByOne(ctx context.Context, ln net.Listener, secret []byte, cfg Con
 		end := limit(ctx, nc, o.timeout)
 		s := shake{ctx: ctx, nc: nc, peer: peer, secret: secret, cfg: c, transport: "tcp"}
 		_, err = s.accept()
-		if err == nil && s.peerHello.session != (sessionID{}) {
+		if err == nil && s.peerHello.Session != (sessionID{}) {
 			// This end keeps no sessions: a re-dial cannot resume here.
 			nc.Write([]byte{verdictUnknownSession})
 			err = errUnknownSession

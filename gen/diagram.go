@@ -122,6 +122,17 @@ func Markdown(p *spec.Protocol) string {
 		}
 		b.WriteString("\n")
 	}
+	for _, l := range p.Layouts {
+		fmt.Fprintf(&b, "## Layout `%s` (%d bytes)\n\n", l.Name, l.Size)
+		if len(l.Doc) > 0 {
+			b.WriteString(strings.Join(l.Doc, "\n") + "\n\n")
+		}
+		b.WriteString("Fixed offsets, integers little-endian, no tag or length.\n\n| offset | size | field | type | what it is |\n|---:|---:|---|---|---|\n")
+		for _, f := range l.Fields {
+			fmt.Fprintf(&b, "| %d | %d | `%s` | `%s` | %s |\n", f.Offset, f.Size, f.Name, f.Spelling(), strings.Join(f.Doc, " "))
+		}
+		b.WriteString("\n")
+	}
 	for _, e := range p.Enums {
 		fmt.Fprintf(&b, "## Enum `%s` (%s)\n\n", e.Name, e.Base)
 		for _, v := range e.Values {

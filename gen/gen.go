@@ -75,6 +75,16 @@ func Generate(p *spec.Protocol, pkgPath string) ([]File, error) {
 			genInvariants(f, p)
 		}},
 	}
+	if len(p.Layouts) > 0 {
+		steps = append(steps, struct {
+			name string
+			body func(f *jen.File)
+		}{"layouts.go", func(f *jen.File) {
+			for _, l := range p.Layouts {
+				genLayout(f, l)
+			}
+		}})
+	}
 	for _, s := range steps {
 		if err := emit(s.name, s.body); err != nil {
 			return nil, err

@@ -114,6 +114,11 @@ var emitters = map[string]func(f *jen.File, p *spec.Protocol){
 			genMessage(f, m)
 		}
 	},
+	"layout": func(f *jen.File, p *spec.Protocol) {
+		for _, l := range p.Layouts {
+			genLayout(f, l)
+		}
+	},
 	"frame":      genFrame,
 	"invariants": genInvariants,
 	"machine": func(f *jen.File, p *spec.Protocol) {

@@ -86,6 +86,9 @@ func genTests(f *jen.File, p *spec.Protocol) {
 	})
 	f.Line()
 
+	if len(p.Layouts) > 0 {
+		genLayoutTests(f, p)
+	}
 	f.Comment("FuzzDecode: any input decodes or is refused with a *genrt.DecodeError, and what")
 	f.Comment("decodes encodes back to the same bytes. The seeds are the samples' frames.")
 	f.Func().Id("FuzzDecode").Params(jen.Id("f").Op("*").Qual("testing", "F")).Block(

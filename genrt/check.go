@@ -107,3 +107,51 @@ func CheckMachine(info MachineInfo, step func(s, e int) (int, Outcome, error)) [
 	}
 	return out
 }
+
+// CheckLayout checks one layout's codec on a sample: Append writes size
+// bytes, Consume gives the sample back and reads size bytes, every strict
+// prefix is refused with ErrTruncated, and a bool byte (at boolOffsets)
+// other than 0 or 1 is refused with ErrBadBool.
+func CheckLayout[L comparable](sample L, size int, appendLayout func([]byte, *L) []byte,
+	consume func([]byte) (L, int, error), boolOffsets []int) []string {
+	var out []string
+	b := appendLayout(nil, &sample)
+	if len(b) != size {
+		out = append(out, fmt.Sprintf("Append wrote %d bytes, the layout's size is %d", len(b), size))
+	}
+	if got, n, err := consume(b); err != nil || n != size || got != sample {
+		out = append(out, fmt.Sprintf("Consume gave %+v, %d bytes, %v; want %+v, %d bytes", got, n, err, sample, size))
+	}
+	for i := range b {
+		if _, _, err := consume(b[:i]); !errors.Is(err, ErrTruncated) {
+			out = append(out, fmt.Sprintf("the first %d of %d bytes give %v, want ErrTruncated", i, len(b), err))
+			break
+		}
+	}
+	for _, off := range boolOffsets {
+		bad := bytes.Clone(b)
+		bad[off] = 2
+		if _, _, err := consume(bad); !errors.Is(err, ErrBadBool) {
+			out = append(out, fmt.Sprintf("a bool byte of 2 at offset %d gives %v, want ErrBadBool", off, err))
+		}
+	}
+	return out
+}
+
+// CheckLayoutReencode is the fuzz property of a layout's decoder: any
+// input is decoded or refused with a *DecodeError, and what decodes
+// encodes back to the bytes it was read from.
+func CheckLayoutReencode[L any](b []byte, consume func([]byte) (L, int, error), appendLayout func([]byte, *L) []byte) error {
+	v, n, err := consume(b)
+	if err != nil {
+		var de *DecodeError
+		if !errors.As(err, &de) {
+			return fmt.Errorf("an error without its context: %w", err)
+		}
+		return nil
+	}
+	if again := appendLayout(nil, &v); !bytes.Equal(again, b[:n]) {
+		return fmt.Errorf("decode then encode is not the identity:\n in  %x\n out %x", b[:n], again)
+	}
+	return nil
+}

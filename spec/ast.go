@@ -89,6 +89,7 @@ type astFile struct {
 	enums      []*astEnum
 	structs    []*astStruct
 	messages   []*astMessage
+	layouts    []*astLayout
 	machines   []*astMachine
 	invariants []*astInvariant
 }
@@ -105,9 +106,12 @@ type astNumber struct {
 
 type astTypeRef struct {
 	list bool // []elem
-	elem *astTypeRef
-	name string
-	pos  Pos
+	// array is a layout's fixed array's count as written ("32" of [32]u8),
+	// with elem its element; "" for any other type.
+	array string
+	elem  *astTypeRef
+	name  string
+	pos   Pos
 }
 
 type astTypeDecl struct {
@@ -145,6 +149,12 @@ type astMessage struct {
 	doc    []string
 	name   astName
 	code   astNumber
+	fields []*astField
+}
+
+type astLayout struct {
+	doc    []string
+	name   astName
 	fields []*astField
 }
 

@@ -30,9 +30,17 @@ var GroupSource []byte
 // Group parses the embedded group spec.
 func Group() (*Protocol, error) { return Parse(GroupPath, GroupSource) }
 
+// FIFOWirePath is the fifo transport's fixed frames (its handshake's hello).
+const FIFOWirePath = "spec/fifowire.rspec"
+
+// FIFOWireSource is the fifo transport's spec.
+//
+//go:embed fifowire.rspec
+var FIFOWireSource []byte
+
 // Embedded are the project's own specs, as path and source, RRef first:
 // what rrefgen gen and check work on when no spec is named.
 var Embedded = []struct {
 	Path   string
 	Source []byte
-}{{RRefPath, RRefSource}, {GroupPath, GroupSource}}
+}{{RRefPath, RRefSource}, {GroupPath, GroupSource}, {FIFOWirePath, FIFOWireSource}}

@@ -86,7 +86,8 @@ func LowerFirst(s string, initialisms map[string]string) string {
 var FixedGoNames = []string{"Code", "Codes", "Message", "FrameVersion", "SizeFrame", "AppendFrame",
 	"DecodeHeader", "Decode", "Decoder", "Machines", "Invariants",
 	// and in its tests:
-	"TestMessagesRoundTrip", "TestControlMessagesDecodeWithoutAllocating", "TestMachinesMatchTheirTables", "FuzzDecode"}
+	"TestMessagesRoundTrip", "TestControlMessagesDecodeWithoutAllocating", "TestMachinesMatchTheirTables", "FuzzDecode",
+	"TestLayoutsRoundTrip", "FuzzLayouts"}
 
 // fixedUnexported are the unexported package-level identifiers rrefgen
 // writes for every spec.
@@ -227,6 +228,28 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 		}
 		fields(m.Name, m.Fields, true)
 	}
+	for _, l := range p.Layouts {
+		gn, ok := name(l.Name, l.Pos, "layout")
+		l.GoName = gn
+		if ok {
+			for _, pre := range []string{"", "Size", "Append", "Consume"} {
+				take(pre+gn, l.Pos, "layout "+l.Name)
+			}
+		}
+		seen := map[string]*LayoutField{}
+		for _, f := range l.Fields {
+			fn, ok := name(f.Name, f.Pos, "field")
+			f.GoName = fn
+			if !ok {
+				continue
+			}
+			if first, dup := seen[fn]; dup {
+				r.errorf(f.Pos, "fields %s.%s and %s.%s both become Go field %s (%s)", l.Name, first.Name, l.Name, f.Name, fn, first.Pos)
+				continue
+			}
+			seen[fn] = f
+		}
+	}
 	for _, m := range p.Machines {
 		mn, ok := name(m.Name, m.Pos, "machine")
 		m.GoName = mn
@@ -282,12 +305,12 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 // declarations (as in its calls of take).
 func topNames(p *Protocol) int {
 	const (
-		perStruct  = 4 // S, SizeS, AppendS, ConsumeS
+		perStruct  = 4 // S, SizeS, AppendS, ConsumeS (a layout's too)
 		perMessage = 5 // M, SizeM, AppendM, ConsumeM, CodeM
 		perMachine = 6 // its State, Event, Start, Machine types, Step and dispatch
 		perEvent   = 2 // the event's constant and its step
 	)
-	n := len(p.Named) + len(p.Invariants) + perStruct*len(p.Structs) + perMessage*len(p.Messages)
+	n := len(p.Named) + len(p.Invariants) + perStruct*(len(p.Structs)+len(p.Layouts)) + perMessage*len(p.Messages)
 	for _, e := range p.Enums {
 		n += 1 + len(e.Values)
 	}

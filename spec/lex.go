@@ -179,7 +179,17 @@ func (l *lexer) next() (token, error) {
 				l.advance(2)
 				return token{kind: tokPunct, text: "[]", pos: p}, nil
 			}
-			return token{}, errorf(p, "unexpected '[' (list types are written []T)")
+			// [N]: a layout's fixed array, its count in decimal digits.
+			end := l.off + 1
+			for end < len(l.src) && end-l.off <= maxArrayDigits && l.src[end] >= '0' && l.src[end] <= '9' {
+				end++
+			}
+			if end > l.off+1 && end < len(l.src) && l.src[end] == ']' {
+				text := l.src[l.off : end+1]
+				l.advance(end + 1 - l.off)
+				return token{kind: tokPunct, text: text, pos: p}, nil
+			}
+			return token{}, errorf(p, "unexpected '[' (list types are written []T, a layout's arrays [N]u8)")
 		case r == ';' || r == ':' || r == '=' || r == '{' || r == '}' || r == '(' || r == ')' || r == ',':
 			p := l.pos()
 			l.advance(1)
@@ -191,6 +201,11 @@ func (l *lexer) next() (token, error) {
 		}
 	}
 }
+
+// maxArrayDigits bounds the digits of an array's count the lexer takes:
+// more than any count the resolver accepts (MaxLayoutArray), few enough
+// that a run of digits is not read without end.
+const maxArrayDigits = 8
 
 // loneCR is the error for a carriage return not followed by a line feed.
 // Editors disagree on it: most show a line break (a file of old Mac line

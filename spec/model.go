@@ -1,6 +1,9 @@
 package spec
 
-import "sync"
+import (
+	"strconv"
+	"sync"
+)
 
 // Kind is the shape of a resolved type.
 type Kind int
@@ -125,6 +128,7 @@ type Protocol struct {
 	Enums      []*Enum
 	Structs    []*Struct // in dependency order: a struct follows the structs it contains
 	Messages   []*Message
+	Layouts    []*Layout
 	Machines   []*Machine
 	Invariants []*Invariant
 }
@@ -192,6 +196,79 @@ func (m *Message) Control() bool {
 		}
 	}
 	return true
+}
+
+// LayoutKind is the type of a layout's field: each has a fixed size.
+type LayoutKind int
+
+const (
+	LayoutU8      LayoutKind = iota // one byte
+	LayoutBool                      // one byte, 0 or 1
+	LayoutFixed16                   // two bytes, little-endian
+	LayoutFixed32                   // four bytes, little-endian
+	LayoutFixed64                   // eight bytes, little-endian
+	LayoutBytes                     // [N]u8: N bytes as they are
+)
+
+// layoutKinds are the scalar types a layout's field may have, and their sizes.
+var layoutKinds = map[string]struct {
+	kind LayoutKind
+	size int
+}{
+	"u8": {LayoutU8, 1}, "bool": {LayoutBool, 1}, "fixed16": {LayoutFixed16, 2},
+	"fixed32": {LayoutFixed32, 4}, "fixed64": {LayoutFixed64, 8},
+}
+
+// layoutOnly are the types only a layout's field may have.
+var layoutOnly = map[string]string{"fixed16": "u16", "fixed32": "u32"}
+
+// MaxLayoutArray bounds a layout's [N]u8 and MaxLayoutSize a whole layout:
+// fixed frames are headers and handshakes, kilobytes at most; a larger
+// fixed block is a message's bytes field.
+const (
+	MaxLayoutArray = 1 << 16
+	MaxLayoutSize  = 1 << 20
+)
+
+// Layout is a fixed frame: its fields at fixed offsets, integers
+// little-endian, in the order declared, with no tag, length or padding,
+// as a handshake's hello or a shared ring's header is laid out. Its size
+// is known before any byte is read.
+type Layout struct {
+	Doc    []string
+	Name   string
+	GoName string
+	Fields []*LayoutField
+	Size   int // bytes
+	Pos    Pos
+}
+
+// LayoutField is one field of a layout.
+type LayoutField struct {
+	Doc    []string
+	Name   string
+	GoName string
+	Kind   LayoutKind
+	Offset int // from the layout's first byte
+	Size   int // bytes; for LayoutBytes, the array's length
+	Pos    Pos
+}
+
+// Spelling is the field's type as written in the spec.
+func (f *LayoutField) Spelling() string {
+	switch f.Kind {
+	case LayoutBytes:
+		return "[" + strconv.Itoa(f.Size) + "]u8"
+	case LayoutBool:
+		return "bool"
+	case LayoutFixed16:
+		return "fixed16"
+	case LayoutFixed32:
+		return "fixed32"
+	case LayoutFixed64:
+		return "fixed64"
+	}
+	return "u8"
 }
 
 type State struct {

@@ -85,7 +85,7 @@ func (p *parser) number(context string) (astNumber, error) {
 	return n, p.advance()
 }
 
-var topKeywords = []string{"protocol", "version", "type", "enum", "struct", "message", "machine", "invariant"}
+var topKeywords = []string{"protocol", "version", "type", "enum", "struct", "message", "layout", "machine", "invariant"}
 
 func (p *parser) decl(f *astFile) error {
 	if p.tok.kind != tokIdent {
@@ -142,6 +142,21 @@ func (p *parser) decl(f *astFile) error {
 		return p.enumDecl(f)
 	case "struct", "message":
 		return p.structDecl(f, kw.text == "message")
+	case "layout":
+		doc := p.takeDoc()
+		if err := p.advance(); err != nil {
+			return err
+		}
+		name, err := p.ident("layout name")
+		if err != nil {
+			return err
+		}
+		fs, err := p.fields("layout")
+		if err != nil {
+			return err
+		}
+		f.layouts = append(f.layouts, &astLayout{doc: doc, name: name, fields: fs})
+		return nil
 	case "machine":
 		return p.machineDecl(f)
 	case "invariant":
@@ -180,6 +195,17 @@ func (p *parser) typeRef(depth int) (*astTypeRef, error) {
 			return nil, err
 		}
 		return &astTypeRef{list: true, elem: elem, pos: pos}, nil
+	}
+	if p.tok.kind == tokPunct && strings.HasPrefix(p.tok.text, "[") && p.tok.text != "[]" {
+		count := strings.Trim(p.tok.text, "[]")
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		elem, err := p.typeRef(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		return &astTypeRef{array: count, elem: elem, pos: pos}, nil
 	}
 	n, err := p.ident("a type")
 	if err != nil {

@@ -67,6 +67,7 @@ type resolver struct {
 	structs map[string]*Struct
 	astStr  map[string]*astStruct
 	msgs    map[string]*Message
+	layouts map[string]*astLayout
 }
 
 func (r *resolver) errorf(p Pos, format string, args ...any) {
@@ -75,7 +76,7 @@ func (r *resolver) errorf(p Pos, format string, args ...any) {
 
 var reserved = map[string]bool{
 	"protocol": true, "version": true, "type": true, "enum": true, "struct": true, "message": true,
-	"machine": true, "invariant": true, "state": true, "event": true, "on": true, "ignore": true,
+	"machine": true, "invariant": true, "state": true, "event": true, "on": true, "ignore": true, "layout": true,
 	"in": true, "start": true, "final": true, "hot": true,
 }
 
@@ -84,7 +85,8 @@ func (r *resolver) checkName(n astName, what string) bool {
 		r.errorf(n.pos, "%s name %q is a reserved word", what, n.name)
 		return false
 	}
-	if _, scalar := scalarKinds[n.name]; scalar {
+	_, scalar := scalarKinds[n.name]
+	if _, fixed := layoutKinds[n.name]; scalar || fixed {
 		r.errorf(n.pos, "%s name %q is a built-in type", what, n.name)
 		return false
 	}
@@ -161,6 +163,7 @@ func (r *resolver) resolve(f *astFile) {
 	r.enums = map[string]*Enum{}
 	r.structs = map[string]*Struct{}
 	r.astStr = map[string]*astStruct{}
+	r.layouts = map[string]*astLayout{}
 
 	// Declare every type name first so declarations may come in any order.
 	for _, d := range f.types {
@@ -177,6 +180,11 @@ func (r *resolver) resolve(f *astFile) {
 		if r.declareType(d.name, "struct") {
 			r.structs[d.name.name] = &Struct{Doc: d.doc, Name: d.name.name, Pos: d.name.pos}
 			r.astStr[d.name.name] = d
+		}
+	}
+	for _, d := range f.layouts {
+		if r.declareType(d.name, "layout") {
+			r.layouts[d.name.name] = d
 		}
 	}
 	msgNames := map[string]Pos{}
@@ -280,6 +288,12 @@ func (r *resolver) resolve(f *astFile) {
 		p.Messages = append(p.Messages, msg)
 	}
 
+	for _, d := range f.layouts {
+		if r.layouts[d.name.name] == d {
+			p.Layouts = append(p.Layouts, r.layout(d))
+		}
+	}
+
 	machineNames := map[string]Pos{}
 	for _, d := range f.machines {
 		if !r.checkName(d.name, "machine") {
@@ -334,6 +348,18 @@ func (r *resolver) fields(ast []*astField) []*Field {
 }
 
 func (r *resolver) typeRef(t *astTypeRef) *Type {
+	if t.array != "" {
+		r.errorf(t.pos, "[%s] arrays are for layouts only (a message or struct holds bytes, or a list)", t.array)
+		return nil
+	}
+	if varint, ok := layoutOnly[t.name]; ok {
+		r.errorf(t.pos, "%s is a layout's field type: in a message or struct, %s travels as a uvarint", t.name, varint)
+		return nil
+	}
+	if _, ok := r.layouts[t.name]; ok {
+		r.errorf(t.pos, "layout %q is a frame of its own: it cannot be a field's type", t.name)
+		return nil
+	}
 	if t.list {
 		elem := r.typeRef(t.elem)
 		if elem == nil {
@@ -631,4 +657,70 @@ func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 		}
 	}
 	return m
+}
+
+// layout resolves a layout: each field's fixed size and offset.
+func (r *resolver) layout(d *astLayout) *Layout {
+	l := &Layout{Doc: d.doc, Name: d.name.name, Pos: d.name.pos}
+	seen := map[string]Pos{}
+	for _, fd := range d.fields {
+		if first, dup := seen[fd.name.name]; dup {
+			r.errorf(fd.name.pos, "duplicate field name %q (first declared at %s)", fd.name.name, first)
+			continue
+		}
+		seen[fd.name.name] = fd.name.pos
+		f := &LayoutField{Doc: fd.doc, Name: fd.name.name, Offset: l.Size, Pos: fd.name.pos}
+		t := fd.typ
+		switch {
+		case t.list:
+			r.errorf(t.pos, "layout %q: field %q is a list; a layout's fields have fixed sizes (u8, bool, fixed16, fixed32, fixed64, [N]u8)", l.Name, f.Name)
+			continue
+		case t.array != "":
+			n, ok := r.number(astNumber{raw: t.array, pos: t.pos}, "array length", MaxLayoutArray)
+			if !ok {
+				continue
+			}
+			if n == 0 {
+				r.errorf(t.pos, "bad array length 0: a field takes at least one byte")
+				continue
+			}
+			if t.elem.list || t.elem.array != "" || t.elem.name != "u8" {
+				r.errorf(t.elem.pos, "layout %q: field %q: arrays hold u8 (bytes as they are), not %s", l.Name, f.Name, spellRef(t.elem))
+				continue
+			}
+			f.Kind, f.Size = LayoutBytes, int(n)
+		default:
+			k, ok := layoutKinds[t.name]
+			if !ok {
+				why := "a layout holds fixed-size fields only (u8, bool, fixed16, fixed32, fixed64, [N]u8)"
+				if kind, scalar := scalarKinds[t.name]; scalar && kind.IsUnsigned() {
+					why = t.name + " travels as a uvarint, of no fixed size: use fixed" + strings.TrimPrefix(t.name, "u")
+				}
+				r.errorf(t.pos, "layout %q: field %q: %s, not %s", l.Name, f.Name, why, spellRef(t))
+				continue
+			}
+			f.Kind, f.Size = k.kind, k.size
+		}
+		if l.Size+f.Size > MaxLayoutSize {
+			r.errorf(fd.name.pos, "layout %q is larger than %d bytes", l.Name, MaxLayoutSize)
+			return l
+		}
+		l.Size += f.Size
+		l.Fields = append(l.Fields, f)
+	}
+	if len(d.fields) == 0 {
+		r.errorf(d.name.pos, "layout %q has no fields", l.Name)
+	}
+	return l
+}
+
+// spellRef is a type reference as written.
+func spellRef(t *astTypeRef) string {
+	switch {
+	case t.list:
+		return "[]" + spellRef(t.elem)
+	case t.array != "":
+		return "[" + t.array + "]" + spellRef(t.elem)
+	}
+	return t.name
 }

@@ -268,8 +268,12 @@ With no spec named, checks the project's own specs (RRef, group).`)
 		for _, m := range p.Machines {
 			transitions += len(m.Transitions)
 		}
-		fmt.Fprintf(env.Stdout, "ok  %s: protocol %s v%d, %s, %s, %s, %s\n", p.Path, p.Name, p.Version,
-			count(len(p.Messages), "message"), count(len(p.Machines), "machine"), count(transitions, "transition"), count(len(p.Invariants), "invariant"))
+		layouts := ""
+		if len(p.Layouts) > 0 {
+			layouts = ", " + count(len(p.Layouts), "layout")
+		}
+		fmt.Fprintf(env.Stdout, "ok  %s: protocol %s v%d, %s%s, %s, %s, %s\n", p.Path, p.Name, p.Version,
+			count(len(p.Messages), "message"), layouts, count(len(p.Machines), "machine"), count(transitions, "transition"), count(len(p.Invariants), "invariant"))
 	}
 	if !ok {
 		return ExitFail
