@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rrefkit/rref/generated/fifowire"
 )
 
 // A resumable tcp connection outlives the tcp connection it runs over: when
@@ -32,14 +34,10 @@ import (
 //     freed, its finish lost with the connection.
 //
 // After a new connection's handshake both ends send their state at once,
-// then read the other's (536 bytes, little endian):
-//
-//	 0  next position  u64  the next put this end expects from the peer
-//	 8  consumed       u64  how far this end consumed the peer's ring
-//	16  next sequence  u32  the sequence of that put
-//	20  held           u32  rendezvous payloads this end holds, at most 64
-//	24  ids            [64]u32
-//	280 bytes held     [64]u32  of each
+// then read the other's: the layout Resume of spec/fifowire.rspec (536
+// bytes; its codec generated in generated/fifowire): the next position and
+// sequence this end expects from the peer, how far it consumed the peer's
+// ring, and the rendezvous payloads it holds with how many bytes of each,
 //
 // and each sends the frames the other lacks, then carries on. A link that
 // is not restored within Config.DeadAfter of the break is dead (ErrPeerDead),
@@ -47,8 +45,10 @@ import (
 // gave the dialer up first. Both ends of a connection must keep sessions: a
 // dialer does, a TCPListener does, AcceptTCP does not.
 const (
-	resumeStateSize = 24 + 8*maxBulkSlots
-	maxBulkSlots    = 64 // Config.BulkSlots' bound
+	resumeStateSize = fifowire.SizeResume
+	// maxBulkSlots bounds Config.BulkSlots: a resume reports each slot's
+	// payload, and its layout has room for this many.
+	maxBulkSlots = len(fifowire.Resume{}.HeldIDs)
 
 	// watchEvery is how often a resumable link looks at its socket for a
 	// reset: an end that no call reads (a client between requests) must
@@ -346,30 +346,24 @@ type resumeState struct {
 type heldBulk struct{ id, n uint32 }
 
 func (s *resumeState) append(b []byte) []byte {
-	b = binary.LittleEndian.AppendUint64(b, s.nextPos)
-	b = binary.LittleEndian.AppendUint64(b, s.consumed)
-	b = binary.LittleEndian.AppendUint32(b, s.nextSeq)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(s.held)))
-	var held [maxBulkSlots]heldBulk
-	copy(held[:], s.held)
-	for _, h := range held {
-		b = binary.LittleEndian.AppendUint32(b, h.id)
+	r := fifowire.Resume{NextPos: s.nextPos, Consumed: s.consumed, NextSeq: s.nextSeq, Held: uint32(len(s.held))}
+	for i, h := range s.held[:min(len(s.held), maxBulkSlots)] {
+		r.HeldIDs[i], r.HeldBytes[i] = h.id, h.n
 	}
-	for _, h := range held {
-		b = binary.LittleEndian.AppendUint32(b, h.n)
-	}
-	return b
+	return fifowire.AppendResume(b, &r)
 }
 
 func parseResumeState(b []byte, slots int) (resumeState, error) {
-	s := resumeState{nextPos: binary.LittleEndian.Uint64(b), consumed: binary.LittleEndian.Uint64(b[8:]),
-		nextSeq: binary.LittleEndian.Uint32(b[16:])}
-	n := binary.LittleEndian.Uint32(b[20:])
-	if n > uint32(slots) {
-		return s, &CorruptError{Why: fmt.Sprintf("a resume reports %d rendezvous payloads held, more than the %d slots", n, slots)}
+	r, _, err := fifowire.ConsumeResume(b)
+	if err != nil {
+		return resumeState{}, &CorruptError{Why: fmt.Sprintf("a resume report that does not decode: %v", err)}
 	}
-	for i := range int(n) {
-		s.held = append(s.held, heldBulk{binary.LittleEndian.Uint32(b[24+4*i:]), binary.LittleEndian.Uint32(b[24+4*maxBulkSlots+4*i:])})
+	s := resumeState{nextPos: r.NextPos, consumed: r.Consumed, nextSeq: r.NextSeq}
+	if r.Held > uint32(slots) {
+		return s, &CorruptError{Why: fmt.Sprintf("a resume reports %d rendezvous payloads held, more than the %d slots", r.Held, slots)}
+	}
+	for i := range int(r.Held) {
+		s.held = append(s.held, heldBulk{r.HeldIDs[i], r.HeldBytes[i]})
 	}
 	return s, nil
 }

@@ -42,12 +42,14 @@ func genLayout(f *jen.File, l *spec.Layout) {
 				g.Id("b").Op("=").Append(jen.Id("b"), x)
 			case spec.LayoutBool:
 				g.Id("b").Op("=").Add(rt("AppendBool")).Call(jen.Id("b"), x)
-			case spec.LayoutFixed16:
-				g.Id("b").Op("=").Add(le.Clone()).Dot("AppendUint16").Call(jen.Id("b"), x)
-			case spec.LayoutFixed32:
-				g.Id("b").Op("=").Add(le.Clone()).Dot("AppendUint32").Call(jen.Id("b"), x)
-			case spec.LayoutFixed64:
-				g.Id("b").Op("=").Add(le.Clone()).Dot("AppendUint64").Call(jen.Id("b"), x)
+			case spec.LayoutFixed16, spec.LayoutFixed32, spec.LayoutFixed64:
+				appendFn := map[spec.LayoutKind]string{spec.LayoutFixed16: "AppendUint16", spec.LayoutFixed32: "AppendUint32", spec.LayoutFixed64: "AppendUint64"}[fd.Kind]
+				if fd.Count > 0 {
+					g.For(jen.List(jen.Id("_"), jen.Id("x")).Op(":=").Range().Add(x)).Block(
+						jen.Id("b").Op("=").Add(le.Clone()).Dot(appendFn).Call(jen.Id("b"), jen.Id("x")))
+				} else {
+					g.Id("b").Op("=").Add(le.Clone()).Dot(appendFn).Call(jen.Id("b"), x)
+				}
 			case spec.LayoutBytes:
 				g.Id("b").Op("=").Append(jen.Id("b"), x.Index(jen.Empty(), jen.Empty()).Op("..."))
 			}
@@ -56,7 +58,7 @@ func genLayout(f *jen.File, l *spec.Layout) {
 	})
 	f.Line()
 
-	f.Commentf("Consume%s decodes a %s from the front of b and returns it with the number of", gn, gn)
+	f.Commentf("Consume%s decodes one %s from the front of b and returns it with the number of", gn, gn)
 	f.Commentf("bytes read, Size%s. Fewer bytes are refused with genrt.ErrTruncated, a bool", gn)
 	f.Comment("byte other than 0 or 1 with genrt.ErrBadBool.")
 	f.Func().Id("Consume"+gn).Params(jen.Id("b").Index().Byte()).Params(jen.Id("v").Id(gn), jen.Id("n").Int(), jen.Err().Error()).BlockFunc(func(g *jen.Group) {
@@ -75,12 +77,15 @@ func genLayout(f *jen.File, l *spec.Layout) {
 					jen.Case(jen.Lit(1)).Block(dst.Clone().Op("=").True()),
 					jen.Default().Block(jen.Return(jen.Id("v"), jen.Lit(0),
 						rt("Wrap").Call(jen.Lit(l.Name), jen.Lit(fd.Name), jen.Lit(fd.Offset), rt("ErrBadBool")))))
-			case spec.LayoutFixed16:
-				g.Add(dst).Op("=").Add(le.Clone()).Dot("Uint16").Call(at)
-			case spec.LayoutFixed32:
-				g.Add(dst).Op("=").Add(le.Clone()).Dot("Uint32").Call(at)
-			case spec.LayoutFixed64:
-				g.Add(dst).Op("=").Add(le.Clone()).Dot("Uint64").Call(at)
+			case spec.LayoutFixed16, spec.LayoutFixed32, spec.LayoutFixed64:
+				getFn := map[spec.LayoutKind]string{spec.LayoutFixed16: "Uint16", spec.LayoutFixed32: "Uint32", spec.LayoutFixed64: "Uint64"}[fd.Kind]
+				if fd.Count > 0 {
+					g.For(jen.Id("i").Op(":=").Range().Add(dst)).Block(
+						dst.Clone().Index(jen.Id("i")).Op("=").Add(le.Clone()).Dot(getFn).Call(
+							jen.Id("b").Index(jen.Lit(fd.Offset).Op("+").Lit(fd.ElemSize()).Op("*").Id("i"), jen.Empty())))
+				} else {
+					g.Add(dst).Op("=").Add(le.Clone()).Dot(getFn).Call(at)
+				}
 			case spec.LayoutBytes:
 				g.Copy(dst.Index(jen.Empty(), jen.Empty()), jen.Id("b").Index(jen.Lit(fd.Offset), jen.Lit(fd.Offset+fd.Size)))
 			}
@@ -92,6 +97,14 @@ func genLayout(f *jen.File, l *spec.Layout) {
 
 // layoutGoType is a layout field's Go type.
 func layoutGoType(fd *spec.LayoutField) *jen.Statement {
+	if fd.Count > 0 {
+		one := *fd
+		one.Count, one.Size = 0, fd.ElemSize()
+		if fd.Kind == spec.LayoutBytes {
+			return jen.Index(jen.Lit(fd.Count)).Byte()
+		}
+		return jen.Index(jen.Lit(fd.Count)).Add(layoutGoType(&one))
+	}
 	switch fd.Kind {
 	case spec.LayoutBool:
 		return jen.Bool()
@@ -168,7 +181,7 @@ func layoutSample(l *spec.Layout) *jen.Statement {
 		for _, fd := range l.Fields {
 			var v jen.Code
 			switch fd.Kind {
-			case spec.LayoutU8:
+			case spec.LayoutU8, spec.LayoutBytes:
 				v = jen.Lit(0xfe)
 			case spec.LayoutBool:
 				v = jen.True()
@@ -178,12 +191,19 @@ func layoutSample(l *spec.Layout) *jen.Statement {
 				v = jen.Lit(0xfedcba98)
 			case spec.LayoutFixed64:
 				v = jen.Lit(uint64(0xfedcba9876543210))
-			case spec.LayoutBytes:
-				set := jen.Dict{jen.Lit(fd.Size - 1): jen.Lit(0xff)}
-				if fd.Size > 1 {
+			}
+			if fd.Count > 0 {
+				// The first and last elements set: an array's every
+				// offset is then checked at both ends.
+				last := v
+				if fd.Kind == spec.LayoutBytes {
+					last = jen.Lit(0xff)
+				}
+				set := jen.Dict{jen.Lit(fd.Count - 1): last}
+				if fd.Count > 1 {
 					set[jen.Lit(0)] = jen.Lit(1)
 				}
-				v = jen.Index(jen.Lit(fd.Size)).Byte().Values(set)
+				v = layoutGoType(fd).Values(set)
 			}
 			d[jen.Id(fd.GoName)] = v
 		}

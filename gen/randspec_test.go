@@ -93,7 +93,7 @@ func randomSpec(t *rapid.T) string {
 		fmt.Fprintf(&b, "layout %s {\n", ident(fmt.Sprintf("layout%d", i)))
 		for range rapid.IntRange(1, 5).Draw(t, "layout fields") {
 			doc("layout field doc")
-			ty := rapid.SampledFrom([]string{"u8", "bool", "fixed16", "fixed32", "fixed64", "[1]u8", "[16]u8"}).Draw(t, "layout type")
+			ty := rapid.SampledFrom([]string{"u8", "bool", "fixed16", "fixed32", "fixed64", "[1]u8", "[16]u8", "[3]fixed32", "[1]fixed64"}).Draw(t, "layout type")
 			fmt.Fprintf(&b, "    %s: %s;\n", ident("layout field"), ty)
 		}
 		b.WriteString("}\n")
@@ -288,7 +288,7 @@ func TestEdgeSpecsCompile(t *testing.T) {
 		"recurse":  "protocol recurse;\nversion 1;\nstruct Node { val: u32; kids: []Node; }\nmessage T = 1 { root: Node; }\n",
 		"emptyels": "protocol emptyels;\nversion 1;\nstruct E { }\nmessage M = 1 { es: []E; }\n",
 		"layouts": "protocol layouts;\nversion 1;\nlayout Only { one: [1]u8; }\n" +
-			"layout All { a: u8; b: bool; c: fixed16; d: fixed32; e: fixed64; f: [3]u8; g: bool; }\n",
+			"layout All { a: u8; b: bool; c: fixed16; d: fixed32; e: fixed64; f: [3]u8; g: bool; h: [2]fixed16; i: [3]fixed32; j: [1]fixed64; }\n",
 	}
 	dir, err := os.MkdirTemp("testdata", "compile-edge-")
 	if err != nil {

@@ -207,7 +207,7 @@ const (
 	LayoutFixed16                   // two bytes, little-endian
 	LayoutFixed32                   // four bytes, little-endian
 	LayoutFixed64                   // eight bytes, little-endian
-	LayoutBytes                     // [N]u8: N bytes as they are
+	LayoutBytes                     // [N]u8: N bytes as they are (Count N)
 )
 
 // layoutKinds are the scalar types a layout's field may have, and their sizes.
@@ -248,25 +248,38 @@ type LayoutField struct {
 	Doc    []string
 	Name   string
 	GoName string
-	Kind   LayoutKind
-	Offset int // from the layout's first byte
-	Size   int // bytes; for LayoutBytes, the array's length
+	Kind   LayoutKind // an array's element's, for arrays of fixed16/32/64
+	Count  int        // an array's length ([N]): 0 for a single value
+	Offset int        // from the layout's first byte
+	Size   int        // bytes
 	Pos    Pos
+}
+
+// ElemSize is the size of one of the field's values (an array's element).
+func (f *LayoutField) ElemSize() int {
+	if f.Count > 0 {
+		return f.Size / f.Count
+	}
+	return f.Size
 }
 
 // Spelling is the field's type as written in the spec.
 func (f *LayoutField) Spelling() string {
+	prefix := ""
+	if f.Count > 0 {
+		prefix = "[" + strconv.Itoa(f.Count) + "]"
+	}
 	switch f.Kind {
 	case LayoutBytes:
-		return "[" + strconv.Itoa(f.Size) + "]u8"
+		return prefix + "u8"
 	case LayoutBool:
 		return "bool"
 	case LayoutFixed16:
-		return "fixed16"
+		return prefix + "fixed16"
 	case LayoutFixed32:
-		return "fixed32"
+		return prefix + "fixed32"
 	case LayoutFixed64:
-		return "fixed64"
+		return prefix + "fixed64"
 	}
 	return "u8"
 }

@@ -684,11 +684,15 @@ func (r *resolver) layout(d *astLayout) *Layout {
 				r.errorf(t.pos, "bad array length 0: a field takes at least one byte")
 				continue
 			}
-			if t.elem.list || t.elem.array != "" || t.elem.name != "u8" {
-				r.errorf(t.elem.pos, "layout %q: field %q: arrays hold u8 (bytes as they are), not %s", l.Name, f.Name, spellRef(t.elem))
+			k, ok := layoutKinds[t.elem.name]
+			if t.elem.list || t.elem.array != "" || !ok || k.kind == LayoutBool {
+				r.errorf(t.elem.pos, "layout %q: field %q: arrays hold u8 (bytes as they are), fixed16, fixed32 or fixed64, not %s", l.Name, f.Name, spellRef(t.elem))
 				continue
 			}
-			f.Kind, f.Size = LayoutBytes, int(n)
+			f.Kind, f.Count, f.Size = k.kind, int(n), int(n)*k.size
+			if k.kind == LayoutU8 {
+				f.Kind = LayoutBytes
+			}
 		default:
 			k, ok := layoutKinds[t.name]
 			if !ok {

@@ -82,6 +82,22 @@ func TestLayoutsRoundTrip(t *testing.T) {
 	}, SizeHello, AppendHello, ConsumeHello, []int{}) {
 		t.Errorf("Hello: %s", problem)
 	}
+	for _, problem := range genrt.CheckLayout(Resume{
+		Consumed: uint64(0xfedcba9876543210),
+		Held:     4275878552,
+		HeldBytes: [64]uint32{
+			0:  1,
+			63: 4275878552,
+		},
+		HeldIDs: [64]uint32{
+			0:  1,
+			63: 4275878552,
+		},
+		NextPos: uint64(0xfedcba9876543210),
+		NextSeq: 4275878552,
+	}, SizeResume, AppendResume, ConsumeResume, []int{}) {
+		t.Errorf("Resume: %s", problem)
+	}
 }
 
 // FuzzLayouts: any input decodes as each layout or is refused with a *genrt.DecodeError,
@@ -110,9 +126,29 @@ func FuzzLayouts(f *testing.F) {
 		}
 		f.Add(AppendHello(nil, &v))
 	}
+	{
+		v := Resume{
+			Consumed: uint64(0xfedcba9876543210),
+			Held:     4275878552,
+			HeldBytes: [64]uint32{
+				0:  1,
+				63: 4275878552,
+			},
+			HeldIDs: [64]uint32{
+				0:  1,
+				63: 4275878552,
+			},
+			NextPos: uint64(0xfedcba9876543210),
+			NextSeq: 4275878552,
+		}
+		f.Add(AppendResume(nil, &v))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := genrt.CheckLayoutReencode(b, ConsumeHello, AppendHello); err != nil {
 			t.Fatalf("Hello: %v", err)
+		}
+		if err := genrt.CheckLayoutReencode(b, ConsumeResume, AppendResume); err != nil {
+			t.Fatalf("Resume: %v", err)
 		}
 	})
 }

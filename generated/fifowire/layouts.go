@@ -76,7 +76,7 @@ func AppendHello(b []byte, v *Hello) []byte {
 	return b
 }
 
-// ConsumeHello decodes a Hello from the front of b and returns it with the number of
+// ConsumeHello decodes one Hello from the front of b and returns it with the number of
 // bytes read, SizeHello. Fewer bytes are refused with genrt.ErrTruncated, a bool
 // byte other than 0 or 1 with genrt.ErrBadBool.
 func ConsumeHello(b []byte) (v Hello, n int, err error) {
@@ -96,4 +96,72 @@ func ConsumeHello(b []byte) (v Hello, n int, err error) {
 	v.Reserved = binary.LittleEndian.Uint32(b[76:])
 	copy(v.Session[:], b[80:96])
 	return v, SizeHello, nil
+}
+
+// What each end of a resumable tcp connection reports of itself when a
+// new connection takes over a broken one: both send it at once after the
+// handshake, then each sends the frames the other lacks.
+//
+// Layout, 536 bytes, integers little-endian:
+//
+//	offset  size  field
+//	     0     8  next_pos fixed64
+//	     8     8  consumed fixed64
+//	    16     4  next_seq fixed32
+//	    20     4  held fixed32
+//	    24   256  held_ids [64]fixed32
+//	   280   256  held_bytes [64]fixed32
+//	   536        (end)
+type Resume struct {
+	// The next put this end expects from the peer (a ring position).
+	NextPos uint64
+	// How far this end has consumed the peer's ring.
+	Consumed uint64
+	// The sequence of the next put this end expects.
+	NextSeq uint32
+	// How many rendezvous payloads this end holds, in part: at most the
+	// connection's rendezvous slots, at most 64.
+	Held uint32
+	// The ids of the payloads held; past held, 0.
+	HeldIDs [64]uint32
+	// How many bytes of each payload held this end has.
+	HeldBytes [64]uint32
+}
+
+// SizeResume is the size of a Resume in bytes.
+const SizeResume = 536
+
+// AppendResume appends v's SizeResume bytes to b.
+func AppendResume(b []byte, v *Resume) []byte {
+	b = binary.LittleEndian.AppendUint64(b, v.NextPos)
+	b = binary.LittleEndian.AppendUint64(b, v.Consumed)
+	b = binary.LittleEndian.AppendUint32(b, v.NextSeq)
+	b = binary.LittleEndian.AppendUint32(b, v.Held)
+	for _, x := range v.HeldIDs {
+		b = binary.LittleEndian.AppendUint32(b, x)
+	}
+	for _, x := range v.HeldBytes {
+		b = binary.LittleEndian.AppendUint32(b, x)
+	}
+	return b
+}
+
+// ConsumeResume decodes one Resume from the front of b and returns it with the number of
+// bytes read, SizeResume. Fewer bytes are refused with genrt.ErrTruncated, a bool
+// byte other than 0 or 1 with genrt.ErrBadBool.
+func ConsumeResume(b []byte) (v Resume, n int, err error) {
+	if len(b) < SizeResume {
+		return v, 0, genrt.Wrap("Resume", "", len(b), genrt.ErrTruncated)
+	}
+	v.NextPos = binary.LittleEndian.Uint64(b[0:])
+	v.Consumed = binary.LittleEndian.Uint64(b[8:])
+	v.NextSeq = binary.LittleEndian.Uint32(b[16:])
+	v.Held = binary.LittleEndian.Uint32(b[20:])
+	for i := range v.HeldIDs {
+		v.HeldIDs[i] = binary.LittleEndian.Uint32(b[24+4*i:])
+	}
+	for i := range v.HeldBytes {
+		v.HeldBytes[i] = binary.LittleEndian.Uint32(b[280+4*i:])
+	}
+	return v, SizeResume, nil
 }
