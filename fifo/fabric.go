@@ -9,6 +9,9 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/rrefkit/rref/generated/fifowire"
+	"github.com/rrefkit/rref/genrt"
 )
 
 // Provider fabric: libfabric (OFI) RMA writes with remote CQ data, for RDMA
@@ -297,12 +300,10 @@ func fabricBring(ctx context.Context, nc net.Conn, peer string, c Config, o fabr
 }
 
 // fabricCard is what an end tells its peer after the handshake, over the
-// tcp connection: little endian,
-//
-//	0 length of what follows u16 | provider name (u8 length, bytes) | address (u16 length, bytes)
-//	| ring u64 | ring key u64 | bulk u64 | bulk key u64
-//
-// ring and bulk are what the peer passes as the remote address of its
+// tcp connection: a length (u16, little-endian), then the FabricCard
+// message of spec/fifowire.rspec as a frame of its generated codec: the
+// provider's name, the fabric address, and the two regions' remote
+// addresses and keys. ring and bulk are what the peer passes as the remote address of its
 // RMA operations: the regions' addresses, or 0 for providers that address
 // registered memory by offset.
 type fabricCard struct {
@@ -314,42 +315,43 @@ type fabricCard struct {
 
 const maxFabricAddr = 1024 // bytes: libfabric addresses are tens of bytes (verbs, tcp), EFA's 32
 
+// maxFabricCard bounds a card's frame: its version and code, a provider
+// name and an address at their bounds with their lengths, four regions.
+const maxFabricCard = 2 + (2 + maxProviderName) + (2 + maxFabricAddr) + 4*8
+
+// maxProviderName bounds a card's provider name: libfabric's names are a
+// few words ("tcp;ofi_rxm").
+const maxProviderName = 255
+
 func (c *fabricCard) append(b []byte) []byte {
-	body := []byte{byte(len(c.provider))}
-	body = append(body, c.provider...)
-	body = binary.LittleEndian.AppendUint16(body, uint16(len(c.addr)))
-	body = append(body, c.addr...)
-	for _, v := range []uint64{c.ring, c.ringKey, c.bulk, c.bulkKey} {
-		body = binary.LittleEndian.AppendUint64(body, v)
-	}
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(body)))
-	return append(b, body...)
+	frame := fifowire.AppendFrame(nil, &fifowire.FabricCard{Provider: c.provider, Addr: c.addr,
+		Ring: c.ring, RingKey: c.ringKey, Bulk: c.bulk, BulkKey: c.bulkKey})
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(frame)))
+	return append(b, frame...)
 }
 
-// parseFabricCard parses a card's body (after its length).
+// parseFabricCard parses a card's body (after its length): the FabricCard
+// message of spec/fifowire.rspec, its codec generated.
 func parseFabricCard(b []byte, peer string) (fabricCard, error) {
 	bad := func(why string) (fabricCard, error) {
 		return fabricCard{}, fmt.Errorf("%w: %s sent a malformed fabric card: %s", ErrAuth, peer, why)
 	}
-	var c fabricCard
-	if len(b) < 1 || len(b) < 1+int(b[0]) {
-		return bad("provider name")
+	m, err := fifowire.Decode(b, &genrt.Limits{MaxFrame: maxFabricCard, MaxBytes: maxFabricAddr})
+	if err != nil {
+		return bad(err.Error())
 	}
-	c.provider, b = string(b[1:1+int(b[0])]), b[1+int(b[0]):]
-	if len(b) < 2 {
-		return bad("address length")
+	card, ok := m.(*fifowire.FabricCard)
+	if !ok {
+		return bad(fmt.Sprintf("a %v where a card belongs", m.MessageCode()))
 	}
-	n := int(binary.LittleEndian.Uint16(b))
-	if n == 0 || n > maxFabricAddr || len(b) < 2+n {
+	if len(card.Provider) > maxProviderName {
+		return bad(fmt.Sprintf("a provider name of %d bytes", len(card.Provider)))
+	}
+	if n := len(card.Addr); n == 0 || n > maxFabricAddr {
 		return bad(fmt.Sprintf("address of %d bytes", n))
 	}
-	c.addr, b = append([]byte(nil), b[2:2+n]...), b[2+n:]
-	if len(b) != 32 {
-		return bad(fmt.Sprintf("%d bytes of regions, want 32", len(b)))
-	}
-	c.ring, c.ringKey = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
-	c.bulk, c.bulkKey = binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
-	return c, nil
+	return fabricCard{provider: card.Provider, addr: append([]byte(nil), card.Addr...),
+		ring: card.Ring, ringKey: card.RingKey, bulk: card.Bulk, bulkKey: card.BulkKey}, nil
 }
 
 // swapCards sends mine and reads the peer's; both ends write first, as a
@@ -363,7 +365,7 @@ func swapCards(nc net.Conn, mine fabricCard, peer string) (fabricCard, error) {
 		return fabricCard{}, fmt.Errorf("fifo: fabric card from %s: %w", peer, err)
 	}
 	n := int(binary.LittleEndian.Uint16(l[:]))
-	if n > 1+255+2+maxFabricAddr+32 {
+	if n > maxFabricCard {
 		return fabricCard{}, fmt.Errorf("%w: %s sent a fabric card of %d bytes", ErrAuth, peer, n)
 	}
 	b := make([]byte, n)

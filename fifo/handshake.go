@@ -80,8 +80,9 @@ const (
 	bindingLen  = 32 // bytes exported from a TLS session for the channel binding
 
 	// handshakeVersion 1 sent sha256(secret) in the clear; 2 is the
-	// challenge-response above; 3 adds sessions (resumable tcp).
-	handshakeVersion = 3
+	// challenge-response above; 3 adds sessions (resumable tcp); 4 sends
+	// the fabric card as a generated frame (spec/fifowire.rspec).
+	handshakeVersion = 4
 
 	verdictAccepted       = 0
 	verdictRefused        = 1

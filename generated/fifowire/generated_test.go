@@ -10,7 +10,16 @@ import (
 
 // messageSamples returns one message of every type, every field set.
 func messageSamples() []Message {
-	return []Message{}
+	return []Message{
+		&FabricCard{
+			Addr:     []byte{0, 1, 255},
+			Bulk:     uint64(0xfedcba9876543210),
+			BulkKey:  uint64(0xfedcba9876543210),
+			Provider: "héllo",
+			Ring:     uint64(0xfedcba9876543210),
+			RingKey:  uint64(0xfedcba9876543210),
+		},
+	}
 }
 
 // TestMessagesRoundTrip: every sample survives its frame, by Decode and by a Decoder;

@@ -12,16 +12,20 @@ import (
 // Code identifies a message type on the wire.
 type Code uint16
 
-const ()
+const (
+	CodeFabricCard Code = 1
+)
 
 func (c Code) String() string {
 	switch c {
+	case CodeFabricCard:
+		return "FabricCard"
 	}
 	return "Code(" + strconv.Itoa(int(c)) + ")"
 }
 
 // Codes lists every message code in declaration order.
-var Codes = []Code{}
+var Codes = []Code{CodeFabricCard}
 
 // Message is implemented by a pointer to every message struct.
 type Message interface {
@@ -30,6 +34,111 @@ type Message interface {
 	AppendBody(b []byte) []byte
 	// BodySize is the size AppendBody adds.
 	BodySize() int
+}
+
+// The card each end of a libfabric connection sends over its tcp
+// connection once the handshake has proved the secret (after a length,
+// u16 little-endian): what the peer needs to reach this end's memory.
+type FabricCard struct {
+	// The libfabric provider this end opened ("net", "verbs;ofi_rxm").
+	Provider string
+	// This end's fabric address (tens of bytes; EFA's 32).
+	Addr []byte
+	// The remote address of the receive ring for RMA writes: the
+	// region's address, or 0 for providers that address by offset.
+	Ring    uint64
+	RingKey uint64
+	// The same for the rendezvous slots, read by the peer.
+	Bulk    uint64
+	BulkKey uint64
+}
+
+func (m *FabricCard) MessageCode() Code {
+	return CodeFabricCard
+}
+func (m *FabricCard) AppendBody(b []byte) []byte {
+	return AppendFabricCard(b, m)
+}
+func (m *FabricCard) BodySize() int {
+	return SizeFabricCard(m)
+}
+
+// SizeFabricCard is the encoded size of v.
+func SizeFabricCard(v *FabricCard) int {
+	n := 0
+	n += genrt.SizeBytes(len(v.Provider))
+	n += genrt.SizeBytes(len(v.Addr))
+	n += 8
+	n += 8
+	n += 8
+	n += 8
+	return n
+}
+
+// AppendFabricCard appends the encoding of v to b.
+func AppendFabricCard(b []byte, v *FabricCard) []byte {
+	b = genrt.AppendString(b, string(v.Provider))
+	b = genrt.AppendBytes(b, v.Addr)
+	b = genrt.AppendFixed64(b, uint64(v.Ring))
+	b = genrt.AppendFixed64(b, uint64(v.RingKey))
+	b = genrt.AppendFixed64(b, uint64(v.Bulk))
+	b = genrt.AppendFixed64(b, uint64(v.BulkKey))
+	return b
+}
+
+// ConsumeFabricCard decodes one FabricCard from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeFabricCard(b []byte, lim *genrt.Limits) (v FabricCard, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("FabricCard", "provider", off, err)
+		}
+		v.Provider = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeBytes(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("FabricCard", "addr", off, err)
+		}
+		v.Addr = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeFixed64(b[off:])
+		if err != nil {
+			return v, 0, genrt.Wrap("FabricCard", "ring", off, err)
+		}
+		v.Ring = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeFixed64(b[off:])
+		if err != nil {
+			return v, 0, genrt.Wrap("FabricCard", "ring_key", off, err)
+		}
+		v.RingKey = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeFixed64(b[off:])
+		if err != nil {
+			return v, 0, genrt.Wrap("FabricCard", "bulk", off, err)
+		}
+		v.Bulk = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeFixed64(b[off:])
+		if err != nil {
+			return v, 0, genrt.Wrap("FabricCard", "bulk_key", off, err)
+		}
+		v.BulkKey = x
+		off += k
+	}
+	return v, off, nil
 }
 
 // FrameVersion is the first byte of every frame of this protocol.
@@ -86,11 +195,24 @@ func Decode(b []byte, lim *genrt.Limits) (Message, error) {
 	if lim == nil {
 		lim = &genrt.DefaultLimits
 	}
-	code, _, err := DecodeHeader(b, lim)
+	code, body, err := DecodeHeader(b, lim)
 	if err != nil {
 		return nil, err
 	}
 	switch code {
+	case CodeFabricCard:
+		v, n, err := ConsumeFabricCard(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "FabricCard",
+				Offset:  n,
+			}
+		}
+		return &v, nil
 	}
 	return nil, &genrt.DecodeError{
 		Err:     genrt.ErrUnknownCode,
@@ -111,18 +233,33 @@ type Decoder struct {
 	strings genrt.Interner
 	// resolved is what Decode applies: Limits with its defaults filled in, as
 	// they were when Decode last saw them (resolvedFrom; see genrt.Limits.ResolveKept).
-	resolved     genrt.Limits
-	resolvedFrom genrt.Limits
+	resolved      genrt.Limits
+	resolvedFrom  genrt.Limits
+	fabricCardMsg FabricCard
 }
 
 // Decode decodes one whole frame, as the package-level Decode does.
 func (d *Decoder) Decode(b []byte) (Message, error) {
 	lim := d.Limits.ResolveKept(&d.resolvedFrom, &d.resolved, &d.strings)
-	code, _, err := DecodeHeader(b, lim)
+	code, body, err := DecodeHeader(b, lim)
 	if err != nil {
 		return nil, err
 	}
 	switch code {
+	case CodeFabricCard:
+		var n int
+		d.fabricCardMsg, n, err = ConsumeFabricCard(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "FabricCard",
+				Offset:  n,
+			}
+		}
+		return &d.fabricCardMsg, nil
 	}
 	return nil, &genrt.DecodeError{
 		Err:     genrt.ErrUnknownCode,

@@ -256,6 +256,9 @@ func (o Options) Validate() error {
 	if o.DeadAfter < 0 {
 		return usageErr("-dead-after must be positive, not %v", o.DeadAfter)
 	}
+	if (slices.Contains(o.Faults, FaultStop) || slices.Contains(o.Faults, FaultStall)) && o.DeadAfter/stopUnderDeadAfter < MinStop {
+		return usageErr("-dead-after must be at least %v with stop or stall faults: they last from %v to half of it, and must fail nothing", stopUnderDeadAfter*MinStop, MinStop)
+	}
 	if slices.Contains(o.Faults, FaultPause) {
 		if need := time.Duration(pauseRoundShare * float64(o.DeadAfter)); o.RoundTraffic < need {
 			return usageErr("pause faults last up to %vx -dead-after (%v): -round must be at least %v (try -dead-after %v)", MaxPause, o.DeadAfter, need, time.Duration(float64(o.RoundTraffic)/pauseRoundShare).Round(time.Millisecond))

@@ -66,8 +66,11 @@ const (
 type roundPlan struct {
 	round   int
 	traffic time.Duration
-	shm     []bool // member i joins the round's shm group
-	events  []faultEvent
+	// deadAfter is the members' DeadAfter: stops and stalls, which must
+	// fail nothing, stay well under it.
+	deadAfter time.Duration
+	shm       []bool // member i joins the round's shm group
+	events    []faultEvent
 }
 
 func (p roundPlan) tcpLink(i, j int) bool { return !(p.shm[i] && p.shm[j]) }
@@ -75,7 +78,7 @@ func (p roundPlan) tcpLink(i, j int) bool { return !(p.shm[i] && p.shm[j]) }
 func plan(o Options, round int) roundPlan {
 	rng := rand.New(rand.NewPCG(o.Seed, mix(uint64(round))^planStream))
 	n := o.Members
-	p := roundPlan{round: round, traffic: o.RoundTraffic, shm: make([]bool, n)}
+	p := roundPlan{round: round, traffic: o.RoundTraffic, deadAfter: o.DeadAfter, shm: make([]bool, n)}
 	switch o.Transport {
 	case TransportSHM:
 		for i := range p.shm {
@@ -183,12 +186,18 @@ func plan(o Options, round int) roundPlan {
 	return p
 }
 
+// stopUnderDeadAfter: a stop or a stall lasts at most DeadAfter over this,
+// so that a peer's liveness check, which ticks beside it, never sees the
+// silence reach DeadAfter: with -dead-after 2s, 3 s stops fenced members
+// that were to fail nothing.
+const stopUnderDeadAfter = 2
+
 // window draws a fault lasting MinStop-MaxStop (at most stopShare of the
 // traffic) and its start, so that it ends inside the traffic with traffic
 // around it.
 func (p roundPlan) window(rng *rand.Rand) (d, start time.Duration) {
 	T := float64(p.traffic)
-	longest := min(MaxStop, time.Duration(T*stopShare))
+	longest := min(MaxStop, time.Duration(T*stopShare), p.deadAfter/stopUnderDeadAfter)
 	d = MinStop + time.Duration(rng.Int64N(int64(longest-MinStop)+1))
 	latest := max(time.Duration(T*faultFrom), p.traffic-d-time.Duration(T*faultFrom))
 	start = time.Duration(T*faultFrom) + time.Duration(rng.Int64N(int64(latest-time.Duration(T*faultFrom))+1))
