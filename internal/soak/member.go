@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,10 @@ func (m *member) stats() *memberStats {
 	}
 	m.statsMu.Unlock()
 	s.Calls = m.prims.snapshot()
+	s.Goroutines = runtime.NumGoroutine()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.HeapBytes = ms.HeapInuse
 	if m.w != nil {
 		s.MessagesSent = m.w.DebugInfo().MessagesSent
 	}
@@ -138,7 +143,7 @@ func serveMember(stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitMemberFailed
 	}
 	m.w = w
-	m.send(event{Ev: evUp})
+	m.send(event{Ev: evUp, Stats: m.stats()})
 
 	var stop atomic.Bool
 	var clients sync.WaitGroup

@@ -166,6 +166,7 @@ type proc struct {
 	paused                bool // stopped by a pause fault (stopped too)
 	up, quiet, done       bool
 	stats                 *memberStats
+	upStats               *memberStats // at Start: the baseline of its goroutines and heap
 	doneInfo              *doneInfo
 }
 
@@ -522,7 +523,7 @@ func (rr *roundRun) handle(e procEvent, on func(*proc, procEvent)) {
 	}
 	switch e.ev.Ev {
 	case evUp:
-		p.up = true
+		p.up, p.upStats = true, e.ev.Stats
 	case evStartFail:
 		p.gone = true // it exits
 	case evStats:
@@ -727,6 +728,14 @@ func (rr *roundRun) account() {
 	rep.Unexpected += rr.unexpected
 	rep.Hung += rr.hung
 	for _, p := range rr.procs {
+		if up, q := p.upStats, p.stats; up != nil && q != nil && p.quiet && !p.killed && !p.paused {
+			// After traffic drained, what a member holds above its start:
+			// held values, pooled buffers and idle links, but not a
+			// goroutine or heap per operation run.
+			rep.GoroutineGrowth = max(rep.GoroutineGrowth, q.Goroutines-up.Goroutines)
+			rep.HeapGrowth = max(rep.HeapGrowth, int64(q.HeapBytes)-int64(up.HeapBytes))
+			rep.GoroutinesMax = max(rep.GoroutinesMax, q.Goroutines)
+		}
 		if s := p.stats; s != nil {
 			for k, v := range s.Started {
 				rep.op(k).Started += v

@@ -79,6 +79,10 @@ type memberStats struct {
 	// a kill: the rest of the group keeps working.
 	OKAfterDeath uint64 `json:"ok_after_death"`
 	MessagesSent uint64 `json:"messages_sent"`
+	// Goroutines and HeapBytes sample the member's process: at Start, and
+	// once its traffic has stopped and drained, to tell a leak from load.
+	Goroutines int    `json:"goroutines"`
+	HeapBytes  uint64 `json:"heap_bytes"`
 }
 
 // Failure classes, as the member sees an error (the parent then decides

@@ -68,6 +68,13 @@ type Report struct {
 	// it for dead (informational: either is one verdict).
 	PausedFenced int `json:"paused_fenced"`
 	PausedAlive  int `json:"paused_alive"`
+	// GoroutineGrowth and HeapGrowth are the largest growth of a member's
+	// goroutines and heap in use from its Start to the end of its drained
+	// traffic (informational: a leak grows them with every operation, so
+	// compare runs of different lengths); GoroutinesMax the most seen then.
+	GoroutineGrowth int   `json:"goroutine_growth"`
+	HeapGrowth      int64 `json:"heap_growth_bytes"`
+	GoroutinesMax   int   `json:"goroutines_max"`
 
 	Problems     []string `json:"problems,omitempty"` // the first maxProblems
 	MoreProblems int      `json:"more_problems,omitempty"`
@@ -227,6 +234,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "holds reclaimed from the killed\t%d\t\n", r.HeldForDead)
 	fmt.Fprintf(tw, "stale holds (live placer)\t%d\t\n", r.HeldForLive)
 	fmt.Fprintf(tw, "messages refused by cores\t%d\t\n", r.BadInput)
+	fmt.Fprintf(tw, "member goroutines after traffic, most\t%d\t\n", r.GoroutinesMax)
+	fmt.Fprintf(tw, "  largest growth from Start\t%d\t\n", r.GoroutineGrowth)
+	fmt.Fprintf(tw, "member heap growth from Start, largest\t%d KiB\t\n", r.HeapGrowth/1024)
 	tw.Flush()
 	fmt.Fprintln(w)
 

@@ -89,6 +89,9 @@ func TestFaults(t *testing.T) {
 			if rep.OKAfterKill == 0 {
 				t.Errorf("no operation completed after the kill: the group stopped working")
 			}
+			if rep.GoroutinesMax == 0 {
+				t.Errorf("no member's goroutines were sampled after its traffic")
+			}
 			for _, k := range allOps {
 				if rep.Ops[k].OK == 0 {
 					t.Errorf("no %s operation completed", k)
