@@ -65,6 +65,17 @@ type member struct {
 
 func (m *member) isDead(i int) bool { return m.dead.Load()&(1<<uint(i)) != 0 }
 
+// anyPeerAlive reports whether some other member is neither killed nor
+// taken for dead by this one.
+func (m *member) anyPeerAlive() bool {
+	for i := range m.cfg.Names {
+		if i != m.cfg.Self && !m.isDead(i) {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *member) send(e event) {
 	m.outMu.Lock()
 	defer m.outMu.Unlock()

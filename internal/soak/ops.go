@@ -379,8 +379,10 @@ func (o *op) name(i int) string {
 	return o.c.m.cfg.Names[i]
 }
 
-// other picks a live member other than this one and those in not (-1 when
-// none is left: then a member already used serves again).
+// other picks a live member other than this one and those in not (when
+// none is left, a member already used serves again; when every other
+// member is dead, one of them, so that the operation fails as it must:
+// this worker can take its peers for dead in the middle of an operation).
 func (o *op) other(not ...int) int {
 	m := o.c.m
 	var cands, fallback []int
@@ -401,7 +403,11 @@ func (o *op) other(not ...int) int {
 		cands = fallback
 	}
 	if len(cands) == 0 {
-		return -1
+		for i := range m.cfg.Names {
+			if i != m.cfg.Self {
+				cands = append(cands, i)
+			}
+		}
 	}
 	return cands[o.rng.IntN(len(cands))]
 }
@@ -463,10 +469,10 @@ func (o *op) run(ctx context.Context, kind string) error {
 	m := o.c.m
 	self := m.cfg.Self
 	o.name(self)
-	b := o.other()
-	if b < 0 && kind != opUnhold && kind != opHeld {
+	if !m.anyPeerAlive() && kind != opUnhold && kind != opHeld {
 		return errNoPeer
 	}
+	b := o.other()
 	switch kind {
 	case opCall:
 		x, y := o.rng.Uint64(), o.rng.Uint64()
