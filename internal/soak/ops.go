@@ -115,7 +115,8 @@ func classify(err error) string {
 	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, markHung) ||
 		strings.Contains(msg, context.DeadlineExceeded.Error()):
 		return classHung
-	case errors.Is(err, worker.ErrPeerFailed) || errors.Is(err, worker.ErrOwnerFailed) || errors.Is(err, worker.ErrLost):
+	case errors.Is(err, worker.ErrPeerFailed) || errors.Is(err, worker.ErrOwnerFailed) || errors.Is(err, worker.ErrLost) ||
+		errors.Is(err, worker.ErrFenced): // this member fenced: the parent checks the group's verdict
 		return classPeer
 	case ue != nil && (strings.Contains(ue.Message, worker.ErrPeerFailed.Error()) ||
 		strings.Contains(ue.Message, worker.ErrOwnerFailed.Error()) || strings.Contains(ue.Message, worker.ErrLost.Error())):

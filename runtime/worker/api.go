@@ -111,7 +111,7 @@ func (r *RRef[T]) Clone() (*RRef[T], error) {
 		return nil, ErrUnbound
 	}
 	if r.w.isClosed() {
-		return nil, ErrClosed
+		return nil, r.w.closedErr()
 	}
 	var h core.HandleID
 	var err error
@@ -223,7 +223,7 @@ func (r *RRef[T]) awaitFetch(ctx context.Context, pf pendingFetch) (v T, err err
 	if err = w.fetchError(fr.FetchResult, r.fn, r.owner); err == nil {
 		v, err = decodeValue[T](w, fr.Value)
 	} else if fr.Err == rref.ErrorKindOwnerFailed && w.isClosed() {
-		err = fmt.Errorf("%w (%w)", ErrClosed, err)
+		err = fmt.Errorf("%w (%w)", w.closedErr(), err)
 	}
 	return v, err
 }
@@ -453,7 +453,7 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 		callChans.put(pc.ch) // never registered
 		w.endPoll(id, pc.poll)
 		if closed {
-			return pendingCall{}, ErrClosed
+			return pendingCall{}, w.closedErr()
 		}
 		return pendingCall{}, refusal(err)
 	}
@@ -551,7 +551,7 @@ func finishCall[R, A any](ctx context.Context, w *Worker, fn string, pc pendingC
 	if err := w.callError(res.CallResult, fn, pc.to, callerTypes[A, R]); err != nil {
 		w.releaseAll(res.Handles)
 		if res.Err == rref.ErrorKindOwnerFailed && w.isClosed() {
-			err = fmt.Errorf("%w (%w)", ErrClosed, err)
+			err = fmt.Errorf("%w (%w)", w.closedErr(), err)
 		}
 		return zero, err
 	}
@@ -640,7 +640,7 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	// unless a message still reads it.
 	putWireBuf(buf, args, !closed && err == nil && w.keepsSent(id, len(refs)))
 	if closed {
-		return nil, ErrClosed
+		return nil, w.closedErr()
 	}
 	if err != nil {
 		return nil, refusal(err)
@@ -664,7 +664,7 @@ func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
 		return nil, err
 	}
 	if w.isClosed() {
-		return nil, ErrClosed
+		return nil, w.closedErr()
 	}
 	b, err := w.cfg.Codec.Marshal(v)
 	if err != nil {

@@ -273,7 +273,7 @@ func (w *Worker) Shutdown(ctx context.Context) error { return w.shutdown(ctx, ni
 func (w *Worker) shutdown(ctx context.Context, beforeClose func(gaveUp bool)) error {
 	if _, err := w.member.step(groupwire.MemberOnShutdown); err != nil {
 		if w.isClosed() {
-			return ErrClosed
+			return w.closedErr()
 		}
 		return fmt.Errorf("worker: %s: Shutdown is already running: %w", w.name, err)
 	}

@@ -97,14 +97,27 @@ func (w *Worker) takeFence(from core.WorkerID, m *groupwire.Fence) {
 // fencedSelf closes a worker the group fenced: its references were
 // reclaimed by its peers, and it must not run on split from them.
 func (w *Worker) fencedSelf(by core.WorkerID, reason string) {
-	if !w.stepMember(groupwire.MemberOnFenced) {
-		return // closed already
-	}
 	err := fmt.Errorf("%w: %s took it for dead: %s", ErrFenced, w.nameOf(by), reason)
+	// Recorded before the machine closes, so that every call refused from
+	// then on says why (closedErr), not only that the worker is closed.
+	w.fenceErr.CompareAndSwap(nil, &err)
+	if !w.stepMember(groupwire.MemberOnFenced) {
+		w.fenceErr.CompareAndSwap(&err, nil) // closed before: not by the fence
+		return
+	}
 	w.cfg.Logger.Error("rref worker fenced by the group; closing", "worker", w.name, "err", err)
 	if f := w.cfg.OnFenced; f != nil {
 		f(err)
 	}
 	// teardown waits for the worker's goroutines, of which this is one.
 	go w.teardown()
+}
+
+// closedErr is why a closed worker refuses a call: ErrClosed, and, when the
+// group fenced it, ErrFenced with who said so (both match).
+func (w *Worker) closedErr() error {
+	if e := w.fenceErr.Load(); e != nil {
+		return fmt.Errorf("%w (%w)", ErrClosed, *e)
+	}
+	return ErrClosed
 }

@@ -113,6 +113,10 @@ func TestOneVerdictOnDeath(t *testing.T) {
 		t.Errorf("s2 was told %v; want ErrFenced", err)
 	}
 	fs["s2"].mu.Unlock()
+	// A call on the fenced worker says why it is refused.
+	if _, err := Call[int](ctx, ws["s2"], "t", "add", [2]int{1, 1}); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrFenced) {
+		t.Errorf("a call on the fenced s2: %v; want ErrClosed and ErrFenced", err)
+	}
 	if fs["t"].has("s1") || fs["s1"].has("t") {
 		t.Error("the survivors fenced each other")
 	}

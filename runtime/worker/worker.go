@@ -171,8 +171,9 @@ type Worker struct {
 	listener *fifo.TCPListener // Start's, open until Close for re-dials of broken links; nil when none
 	ctx      context.Context
 	cancel   context.CancelFunc
-	gs       *goroutines   // the worker's own; Close waits for them
-	member   memberMachine // running, leaving (Shutdown), closed: member.go
+	gs       *goroutines           // the worker's own; Close waits for them
+	member   memberMachine         // running, leaving (Shutdown), closed: member.go
+	fenceErr atomic.Pointer[error] // set when the group fenced this worker: fence.go
 	// GOMAXPROCS > 1, read at start and by the sweeper (reading it takes
 	// the scheduler's lock): callers poll only then.
 	multiProc atomic.Bool
