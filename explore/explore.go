@@ -311,31 +311,54 @@ func Replay[M Model[M]](start func() M, schedule []int) (r Result) {
 			r.Violation = panicked(v)
 		}
 	}()
-	m := start()
-	var buf []byte
-	for _, pos := range schedule {
-		if m.Violation() != nil {
-			break
-		}
-		buf = m.AppendState(buf[:0])
-		choices := m.Choices()
-		if pos < 0 || pos >= len(choices) {
-			r.Violation = &Violation{Invariant: "replay", Detail: fmt.Sprintf("step %d: choice %d of %d does not exist (model changed?)", len(r.Trace)+1, pos, len(choices))}
-			return r
-		}
-		r.Trace = append(r.Trace, m.Describe(choices[pos]))
-		n := m.Clone()
-		n.Step(choices[pos])
-		m = n
+	var p replayer[M]
+	m, bad := p.run(start(), schedule, &r.Trace, nil)
+	if bad != nil {
+		r.Violation = bad
+		return r
 	}
 	if m.Violation() == nil {
-		m.AppendState(buf[:0])
+		m.AppendState(p.buf[:0])
 		if len(m.Choices()) == 0 {
 			m.CheckEnd()
 		}
 	}
 	r.Violation = m.Violation()
 	return r
+}
+
+// replayer takes the steps of a schedule as the search takes them.
+type replayer[M Model[M]] struct {
+	buf   []byte
+	steps int // taken so far, to number a step that does not exist
+}
+
+// run takes schedule's steps from m as a search takes them (each state
+// encoded, each step on a copy), so that a panic the search met is met
+// again, appending each step to trace; visit, when set, sees each state
+// and its choices before the step at pos is taken from it. It stops before
+// a step when the model reports a violation, and at a choice that does not
+// exist, with a replay violation.
+func (p *replayer[M]) run(m M, schedule []int, trace *[]string, visit func(m M, choices []int, pos int)) (M, *Violation) {
+	for _, pos := range schedule {
+		if m.Violation() != nil {
+			break
+		}
+		p.buf = m.AppendState(p.buf[:0])
+		choices := m.Choices()
+		if pos < 0 || pos >= len(choices) {
+			return m, &Violation{Invariant: "replay", Detail: fmt.Sprintf("step %d: choice %d of %d does not exist (model changed?)", p.steps+1, pos, len(choices))}
+		}
+		if visit != nil {
+			visit(m, choices, pos)
+		}
+		*trace = append(*trace, m.Describe(choices[pos]))
+		p.steps++
+		n := m.Clone()
+		n.Step(choices[pos])
+		m = n
+	}
+	return m, nil
 }
 
 // confirm replays schedule, on which a search met a failure, met (nil
