@@ -54,8 +54,8 @@ func hotIn[M Model[M]](m M) string {
 
 // maxLive bounds the states, transitions and enabled agents the liveness
 // graph holds: they are numbered by int32, to keep a state in 20 bytes and
-// a transition in 12. A graph that large would take some 30 GB, far past
-// the default memory bound.
+// a transition in 12. That many transitions alone would take some 25 GB,
+// far past the default memory bound.
 const maxLive = math.MaxInt32
 
 // liveGraph is the state graph a search with Options.Liveness keeps: every
@@ -175,7 +175,7 @@ func (g *liveGraph) enabledIn(v int32) []int32 {
 }
 
 // sccs numbers the strongly connected components of the subgraph of the
-// nodes in keeps (Tarjan's algorithm, iterative: a cycle may be as long as
+// nodes keep accepts (Tarjan's algorithm, iterative: a cycle may be as long as
 // the search is deep). comp is each node's component, -1 for a node not
 // kept; the members of component c are members[first[c]:first[c+1]].
 func (g *liveGraph) sccs(keep func(int32) bool) (comp []int32, members []int32, first []int) {
