@@ -42,6 +42,10 @@ type search[M Model[M]] struct {
 	began time.Time
 	hash  hasher
 	memo  *memo
+	// live is the state graph kept for Options.Liveness (nil: not
+	// checked), and start the start state's key in it, set by worker 0.
+	live  *liveGraph
+	start stateKey
 
 	stop   atomic.Bool // a violation or a bound: every worker unwinds
 	cyclic atomic.Bool
@@ -170,6 +174,10 @@ type worker[M Model[M]] struct {
 	reorder bool
 	// recycle is set when the model is a Recycler.
 	recycle bool
+	// reached is the key of the state the last call of dfs entered, when
+	// reachedSet, for the liveness graph's edge to it.
+	reached    stateKey
+	reachedSet bool
 	// The stacks below hold one frame per state on the path, pushed when
 	// the state is explored and popped after: no allocation per state.
 	// sleep holds each state's sleep set, which grows by the steps taken
@@ -184,6 +192,10 @@ type worker[M Model[M]] struct {
 	asleep     []Event // scratch for the memo's answer
 	left       []Event // scratch for what a state left asleep
 	only       []Event // scratch for the steps a state explored before takes
+	// For the liveness graph: the agents of each state's choices, by
+	// position (under weak fairness), and the steps taken from it.
+	agents    []string
+	liveEdges []pendingEdge
 }
 
 // sleeper is a step asleep in a state: taken already from an ancestor, or
@@ -215,6 +227,10 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 	}
 	w.buf = m.AppendState(w.buf[:0])
 	k := s.hash.key(w.buf)
+	w.reached, w.reachedSet = k, true
+	if depth == 0 && w.rng == nil {
+		s.start = k
+	}
 	if w.onPath[k] {
 		s.cyclic.Store(true)
 		return memoEntry{}
@@ -267,10 +283,23 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		return e
 	}
 	evBase, takeBase, fpBase := len(w.events), len(w.take), len(w.footprints)
+	agentBase, edgeBase := len(w.agents), len(w.liveEdges)
 	defer func() {
 		w.events, w.take, w.footprints = w.events[:evBase], w.take[:takeBase], w.footprints[:fpBase]
 		w.choices = w.choices[:choiceBase]
+		w.agents, w.liveEdges = w.agents[:agentBase], w.liveEdges[:edgeBase]
+		w.reached = k // the children set it to theirs
 	}()
+	hot := false
+	if s.live != nil {
+		// Asked before any step: the last step taken steps m itself.
+		hot = any(m).(Hotter).Hot() != ""
+		if s.opt.WeakFairness {
+			for _, c := range choices {
+				w.agents = append(w.agents, agentOf(m, c))
+			}
+		}
+	}
 	take := w.awake(m, choices, lo, only)
 	events := w.events[evBase:]
 	entered := len(w.sleep) - lo // the sleep set on entry; steps taken join it
@@ -309,7 +338,11 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 				}
 			}
 		}
+		w.reachedSet = false
 		e := w.dfs(n, depth+1, top)
+		if s.live != nil && w.reachedSet {
+			w.liveEdges = append(w.liveEdges, pendingEdge{to: w.reached, pos: int32(pos)})
+		}
 		if cloned && w.recycle {
 			any(n).(Recycler).Recycle() // its subtree is done: nothing reads n again
 		}
@@ -325,6 +358,12 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		}
 		w.path = w.path[:len(w.path)-1]
 		if s.stop.Load() {
+			if s.live != nil {
+				// The steps taken so far, for a search a bound stopped: a
+				// cycle through them is one all the same, and the search
+				// for one starts from the start state, the last published.
+				s.live.publish(k, hot, w.agents[agentBase:], w.liveEdges[edgeBase:])
+			}
 			return memoEntry{} // a bound stops the siblings too, not only the branch
 		}
 		total.schedules += e.schedules
@@ -336,6 +375,10 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 	}
 	w.left = left
 	w.sleep = w.sleep[:lo]
+	if s.live != nil && !s.live.publish(k, hot, w.agents[agentBase:], w.liveEdges[edgeBase:]) {
+		s.halt(fmt.Sprintf("liveness graph bound %d states or transitions reached", maxLive))
+		return memoEntry{}
+	}
 	s.memo.put(k, total, left)
 	return total
 }
@@ -379,7 +422,14 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	s := &search[M]{opt: opt, began: began, hash: newHasher(), memo: newMemo()}
 	first := start() // worker 0's start, and what the model is
 	_, commuter := any(first).(Commuter)
-	reduce := commuter && !opt.NoSleepSets
+	_, hotter := any(first).(Hotter)
+	liveness := opt.Liveness || opt.WeakFairness
+	if liveness && hotter {
+		s.live = newLiveGraph(opt.WeakFairness)
+	}
+	// Sleep sets keep every state, not every transition: a cycle, or a
+	// step a cycle leaves waiting, may be among those they skip.
+	reduce := commuter && !opt.NoSleepSets && s.live == nil
 	_, reorderer := any(first).(Reorderer)
 	_, recycler := any(first).(Recycler)
 	workers := opt.Workers
@@ -450,12 +500,50 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		reportShortest(start, opt, began, s.failing, s.failedBy, &r)
 		return r
 	}
+	if s.live != nil && reportLasso(start, opt, s.live, s.start, s.truncated, &r) {
+		if s.truncated != "" {
+			r.States = entered
+		}
+		r.Schedules = 0
+		return r
+	}
 	r.Truncated = s.truncated
 	if r.Truncated != "" {
 		// A partial search: the states it entered, and no schedule count.
 		r.States, r.Schedules = entered, 0
 	}
+	if liveness && !hotter && r.Truncated == "" {
+		r.Truncated = "liveness unchecked: the model reports no hot states (it is no explore.Hotter)"
+	}
 	return r
+}
+
+// reportLasso looks in the state graph the search kept for a cycle of hot
+// states, and reports it in r as a lasso, replayed, when there is one.
+// truncated is why the search stopped short, if it did: a lasso in the
+// part it explored is one all the same, but a shorter way into another
+// may run through states it did not enter.
+func reportLasso[M Model[M]](start func() M, opt Options, g *liveGraph, from stateKey, truncated string, r *Result) bool {
+	prefix, cycle, found := g.lasso(from)
+	if !found {
+		return false
+	}
+	res := ReplayLasso(start, prefix, cycle, opt.WeakFairness)
+	r.Violation, r.Trace, r.Schedule, r.Cycle, r.CycleTrace = res.Violation, res.Trace, prefix, cycle, res.CycleTrace
+	switch {
+	case res.Violation == nil:
+		r.Violation = &Violation{Invariant: "replay", Detail: fmt.Sprintf(
+			"a cycle of hot states was found (schedule %s, then cycle %s) but its replay does not go round it: the model is not a function of its schedule (a step reads state outside the model, or a cache went stale)",
+			formatSchedule(prefix), formatSchedule(cycle))}
+		r.NotShortest = "the failure does not replay"
+	case res.Violation.Invariant != LivenessInvariant:
+		r.NotShortest = "the replay met another failure than the cycle the search found"
+	case truncated != "":
+		r.NotShortest = fmt.Sprintf("the search stopped short (%s): a shorter schedule may lead into a cycle of hot states through states it did not enter", truncated)
+	default:
+		r.Shortest = true
+	}
+	return true
 }
 
 // reportShortest sets r's violation, trace and schedule from failing, the

@@ -17,6 +17,20 @@
 // A model that also says what each step reads and writes ([Commuter])
 // lets the exhaustive search skip orders of steps that commute (sleep
 // sets): every state is still entered, with far fewer transitions.
+//
+// End checks see a run that stops where it must not; they cannot see one
+// that never stops, such as a client resending its request forever while
+// it waits. A model that says which of its states are hot ([Hotter]: a
+// state the system must leave) can have that checked too
+// ([Options.Liveness]): the exhaustive search keeps the state graph, finds
+// its strongly connected components of hot states once it is done, and
+// reports a cycle of hot states reachable from the start as a lasso, a
+// shortest schedule into the cycle and the cycle itself, which
+// [ReplayLasso] replays. Under weak fairness ([Options.WeakFairness]), a
+// cycle on which some agent ([Agents]: a machine, a timer) could step in
+// every state yet never steps is one a fair scheduler leaves, and is not
+// reported. Sleep sets are off while liveness is checked: they keep every
+// state, not every cycle.
 package explore
 
 import (
@@ -192,6 +206,22 @@ type Options struct {
 	// in others is as sound as always asking: a step is only kept asleep
 	// when it commutes with the step taken.
 	ReorderAfter int
+	// Liveness checks that no run can stay in hot states forever (the
+	// model is a Hotter): a cycle of hot states reachable from the start is
+	// a violation (LivenessInvariant), reported as a lasso, Schedule then
+	// Cycle. The search keeps the state graph it explores, to look for
+	// cycles in it once it is done: about twice the memory of a search
+	// without (a million states of two steps each peaked at 230 MB instead
+	// of 110). It takes every order of the steps: sleep sets keep every
+	// state but not every transition, so a cycle, or the step a cycle
+	// leaves waiting, may be among those they skip; a Commuter is explored
+	// as under NoSleepSets. The exhaustive mode only: the walks, or a model
+	// that is no Hotter, leave liveness unchecked and say so in Truncated.
+	Liveness bool
+	// WeakFairness is Liveness under weak fairness per agent (Agents): a
+	// cycle on which some agent could take a step in every state, yet takes
+	// none, is one no fair scheduler keeps to, and is not reported.
+	WeakFairness bool
 }
 
 func (o *Options) defaults() {
@@ -232,7 +262,8 @@ type Result struct {
 	Schedule    []int    // the same as choice positions, for Replay
 	// Shortest reports that no schedule fails in fewer steps than
 	// Schedule: the exhaustive search looked for a shorter one breadth
-	// first and proved there is none. For a failure Explore reports
+	// first and proved there is none (for a lasso: no shorter schedule
+	// leads into a state on a cycle that violates liveness). For a failure Explore reports
 	// without it, NotShortest says why: the breadth-first search stopped
 	// at a bound (and how long the shortest may be), the failure does not
 	// replay, or the mode (random, pct) does not look for the shortest.
@@ -247,6 +278,17 @@ type Result struct {
 	// Reduced reports that sleep sets pruned orders of commuting steps:
 	// every state was entered, but Schedules is 0 (not counted).
 	Reduced bool
+	// Cycle is, for a LivenessInvariant violation, the loop of a lasso:
+	// choice positions that lead from the state Schedule reaches back to
+	// it, every state on the way hot and, under WeakFairness, a step of
+	// every agent enabled throughout taken. The run can repeat it forever.
+	// Schedule is then the shortest into a state on such a cycle when
+	// Shortest is set; Cycle is the shortest back to that state without
+	// fairness, and under it the one found by going to each agent's nearest
+	// step in turn. CycleTrace is its steps, as Trace is Schedule's.
+	// ReplayLasso replays the two.
+	Cycle      []int
+	CycleTrace []string
 }
 
 // Passed reports whether no violation was found.
@@ -258,6 +300,9 @@ func (r *Result) Complete() bool { return r.Violation != nil || r.Truncated == "
 
 // ScheduleString encodes Schedule for ParseSchedule.
 func (r *Result) ScheduleString() string { return formatSchedule(r.Schedule) }
+
+// CycleString encodes Cycle for ParseSchedule.
+func (r *Result) CycleString() string { return formatSchedule(r.Cycle) }
 
 func formatSchedule(schedule []int) string {
 	parts := make([]string, len(schedule))
@@ -311,25 +356,14 @@ func Replay[M Model[M]](start func() M, schedule []int) (r Result) {
 			r.Violation = panicked(v)
 		}
 	}()
-	m := start()
-	var buf []byte
-	for _, pos := range schedule {
-		if m.Violation() != nil {
-			break
-		}
-		buf = m.AppendState(buf[:0])
-		choices := m.Choices()
-		if pos < 0 || pos >= len(choices) {
-			r.Violation = &Violation{Invariant: "replay", Detail: fmt.Sprintf("step %d: choice %d of %d does not exist (model changed?)", len(r.Trace)+1, pos, len(choices))}
-			return r
-		}
-		r.Trace = append(r.Trace, m.Describe(choices[pos]))
-		n := m.Clone()
-		n.Step(choices[pos])
-		m = n
+	var p replayer[M]
+	m, bad := p.run(start(), schedule, &r.Trace, nil)
+	if bad != nil {
+		r.Violation = bad
+		return r
 	}
 	if m.Violation() == nil {
-		m.AppendState(buf[:0])
+		m.AppendState(p.buf[:0])
 		if len(m.Choices()) == 0 {
 			m.CheckEnd()
 		}
@@ -338,12 +372,47 @@ func Replay[M Model[M]](start func() M, schedule []int) (r Result) {
 	return r
 }
 
+// replayer takes the steps of a schedule as the search takes them.
+type replayer[M Model[M]] struct {
+	buf   []byte
+	steps int // taken so far, to number a step that does not exist
+}
+
+// run takes schedule's steps from m as a search takes them (each state
+// encoded, each step on a copy), so that a panic the search met is met
+// again, appending each step to trace; visit, when set, sees each state
+// and its choices before the step at pos is taken from it. It stops before
+// a step when the model reports a violation, and at a choice that does not
+// exist, with a replay violation.
+func (p *replayer[M]) run(m M, schedule []int, trace *[]string, visit func(m M, choices []int, pos int)) (M, *Violation) {
+	for _, pos := range schedule {
+		if m.Violation() != nil {
+			break
+		}
+		p.buf = m.AppendState(p.buf[:0])
+		choices := m.Choices()
+		if pos < 0 || pos >= len(choices) {
+			return m, &Violation{Invariant: "replay", Detail: fmt.Sprintf("step %d: choice %d of %d does not exist (model changed?)", p.steps+1, pos, len(choices))}
+		}
+		if visit != nil {
+			visit(m, choices, pos)
+		}
+		*trace = append(*trace, m.Describe(choices[pos]))
+		p.steps++
+		n := m.Clone()
+		n.Step(choices[pos])
+		m = n
+	}
+	return m, nil
+}
+
 // confirm replays schedule, on which a search met a failure, met (nil
 // when the model's Violation reported it): the replay's verdict is the
 // one reported. A failure the replay does not meet is a failure still: a
-// panic in a call replay does not make (a Commuter's, Recycle) as it was
-// met; any other, as the model's failing to be a function of its
-// schedule. replays reports whether the replay met the failure.
+// panic in a call replay does not make (a Commuter's, a Hotter's,
+// Recycle) as it was met; any other, as the model's failing to be a
+// function of its schedule. replays reports whether the replay met the
+// failure.
 func confirm[M Model[M]](start func() M, schedule []int, met *Violation) (res Result, replays bool) {
 	res = Replay(start, schedule)
 	if res.Violation != nil {

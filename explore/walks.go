@@ -38,6 +38,9 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 		}
 	}
 	r.States = len(seen)
+	if (opt.Liveness || opt.WeakFairness) && r.Violation == nil && r.Truncated == "" {
+		r.Truncated = fmt.Sprintf("liveness unchecked: %s walks do not look for cycles (the exhaustive search does)", opt.Mode)
+	}
 	return r
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rrefkit/rref/explore"
 )
 
 func run(t *testing.T, dir string, args ...string) (int, string, string) {
@@ -340,5 +342,26 @@ func TestReplayHintOfTheCorpusRuns(t *testing.T) {
 	}
 	if code, out, _ := run(t, dir, "conformance", "-replay", "0,0", "two_fetches.rref"); code != ExitOK || !strings.Contains(out, "ok: the schedule ran") {
 		t.Fatalf("replay of a corpus name: %d %q", code, out)
+	}
+}
+
+// A liveness failure is printed as a lasso: its trace, then the cycle
+// numbered on from it, and the cycle's schedule.
+func TestFailureNotesPrintTheLasso(t *testing.T) {
+	r := explore.Result{
+		Violation:  &explore.Violation{Invariant: explore.LivenessInvariant, Detail: "a cycle of hot states"},
+		Trace:      []string{"the client asks"},
+		Schedule:   []int{0},
+		CycleTrace: []string{"the timer expires", "the client resends"},
+		Cycle:      []int{1, 1},
+	}
+	var b bytes.Buffer
+	failureNotes(&b, r)
+	want := "    then, back to the state after step 1, forever:\n" +
+		"      2  the timer expires\n" +
+		"      3  the client resends\n" +
+		"    cycle: 1,1 (explore.ReplayLasso replays the schedule, then the cycle)\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

@@ -35,6 +35,8 @@ type jsonRow struct {
 	Detail       string   `json:"detail,omitempty"`
 	Trace        []string `json:"trace,omitempty"`
 	Schedule     string   `json:"schedule,omitempty"`
+	CycleTrace   []string `json:"cycle_trace,omitempty"` // a liveness failure's cycle, after the trace
+	Cycle        string   `json:"cycle,omitempty"`
 	Seed         int64    `json:"seed,omitempty"`
 	Truncated    string   `json:"truncated,omitempty"`
 	NotShortest  string   `json:"not_shortest,omitempty"` // why the schedule is not known to be the shortest that fails
@@ -233,6 +235,7 @@ stopped an exhaustive search short: that is not a proof.`)
 			if r.Violation != nil {
 				row.Invariant, row.Detail, row.Trace, row.Schedule = r.Violation.Invariant, r.Violation.Detail, r.Trace, r.ScheduleString()
 				row.NotShortest, row.Stack = r.NotShortest, r.Violation.Stack
+				row.CycleTrace, row.Cycle = r.CycleTrace, r.CycleString()
 				if m != conformance.Exhaustive {
 					row.Seed = r.Seed
 				}
@@ -445,10 +448,19 @@ func nameWidth(scs []*conformance.Scenario) int {
 	return w
 }
 
-// failureNotes prints what a failure carries beside its trace: why its
-// schedule is not known to be the shortest that fails, and the stack of a
-// panic in the code under test.
+// failureNotes prints what a failure carries beside its trace: the cycle
+// of a liveness failure, why its schedule is not known to be the shortest
+// that fails, and the stack of a panic in the code under test.
 func failureNotes(out io.Writer, r explore.Result) {
+	if len(r.Cycle) > 0 {
+		// A liveness failure is a lasso: the trace leads into a cycle of
+		// hot states, which the run may go round forever.
+		fmt.Fprintf(out, "    then, back to the state after step %d, forever:\n", len(r.Trace))
+		for j, step := range r.CycleTrace {
+			fmt.Fprintf(out, "    %3d  %s\n", len(r.Trace)+j+1, step)
+		}
+		fmt.Fprintf(out, "    cycle: %s (explore.ReplayLasso replays the schedule, then the cycle)\n", r.CycleString())
+	}
 	if r.NotShortest != "" {
 		fmt.Fprintf(out, "    not known to be the shortest failing schedule: %s\n", r.NotShortest)
 	}
