@@ -112,11 +112,14 @@ func classify(err error) string {
 	switch {
 	case strings.Contains(msg, markWrong):
 		return classWrong
+	case errors.Is(err, worker.ErrFenced):
+		// This member fenced: whatever the fence's reason quotes (a
+		// deadline among them), the parent checks the group's verdict.
+		return classPeer
 	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, markHung) ||
 		strings.Contains(msg, context.DeadlineExceeded.Error()):
 		return classHung
-	case errors.Is(err, worker.ErrPeerFailed) || errors.Is(err, worker.ErrOwnerFailed) || errors.Is(err, worker.ErrLost) ||
-		errors.Is(err, worker.ErrFenced): // this member fenced: the parent checks the group's verdict
+	case errors.Is(err, worker.ErrPeerFailed) || errors.Is(err, worker.ErrOwnerFailed) || errors.Is(err, worker.ErrLost):
 		return classPeer
 	case ue != nil && (strings.Contains(ue.Message, worker.ErrPeerFailed.Error()) ||
 		strings.Contains(ue.Message, worker.ErrOwnerFailed.Error()) || strings.Contains(ue.Message, worker.ErrLost.Error())):

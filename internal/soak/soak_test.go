@@ -293,6 +293,7 @@ func TestClassify(t *testing.T) {
 		{worker.ErrLost, classPeer},
 		{&worker.UserError{Function: fnForward, Message: "soak: forward to m2: " + worker.ErrPeerFailed.Error() + ": x"}, classPeer},
 		{context.DeadlineExceeded, classHung},
+		{fmt.Errorf("%w (%w)", worker.ErrClosed, fmt.Errorf("%w: m0 took it for dead: no hello in time: context deadline exceeded", worker.ErrFenced)), classPeer},
 		{&worker.UserError{Function: fnFetch, Message: markHung + " fetch from m1: context deadline exceeded"}, classHung},
 		{expect(1, 2, "x"), classWrong},
 		{&worker.UserError{Function: fnClone, Message: expect(1, 2, "clone").Error()}, classWrong},
