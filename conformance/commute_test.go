@@ -34,7 +34,7 @@ func TestIndependentStepsCommute(t *testing.T) {
 	})
 	independent := 0
 	for _, unreduced := range []bool{false, true} {
-		for _, sc := range scs {
+		for _, sc := range sampled(scs) {
 			n, err := checkCommuting(sc, unreduced)
 			if err != nil {
 				t.Fatalf("%s (unreduced %v): %v", sc.Name, unreduced, err)
