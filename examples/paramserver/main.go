@@ -2,6 +2,8 @@
 // the model's parameters; trainers in other processes (or on other hosts)
 // fetch a snapshot through an RRef the server hands out, compute a gradient
 // and send it back. The model fits w to a fixed target.
+// docs/runtime-tutorial.md walks through it, from one process to three,
+// through failures, leak reports and the observability listener.
 //
 // In one process:
 //
@@ -29,129 +31,69 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"os"
+	"runtime"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/rrefkit/rref/runtime/observe"
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
-var target = []float64{1, -2, 3, 0.5}
+// startTimeout bounds how long a member waits for the whole group to come
+// up: long enough to start the other members by hand.
+const startTimeout = 2 * time.Minute
 
-const learningRate = 0.2
-
-// server owns the parameters.
-type server struct {
-	mu       sync.Mutex
-	w        []float64
-	updates  int
-	finished chan string
+// options are the example's flags.
+type options struct {
+	local           bool
+	name            string
+	peers           string
+	secret          string
+	trainers        int
+	steps           int
+	compute         time.Duration
+	crashAfter      int
+	forget          bool
+	observe         string
+	deadAfter       time.Duration
+	shutdownTimeout time.Duration
 }
 
-func (s *server) register(w *worker.Worker) {
-	// params hands out an RRef to a snapshot the server owns: trainers fetch
-	// it when they need it, and it is freed once every trainer released it.
-	worker.Register(w, "params", func(ctx context.Context, _ int) (*worker.RRef[[]float64], error) {
-		s.mu.Lock()
-		snap := append([]float64(nil), s.w...)
-		s.mu.Unlock()
-		return worker.NewRRef(w, snap)
-	})
-	worker.Register(w, "update", func(ctx context.Context, grad []float64) (int, error) {
-		if len(grad) != len(target) {
-			return 0, fmt.Errorf("gradient of %d values, want %d", len(grad), len(target))
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i := range s.w {
-			s.w[i] -= learningRate * grad[i]
-		}
-		s.updates++
-		return s.updates, nil
-	})
-	worker.Register(w, "done", func(ctx context.Context, name string) (int, error) {
-		s.finished <- name
-		return 0, nil
-	})
+func newFlags(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("paramserver", flag.ContinueOnError)
+	fs.BoolVar(&o.local, "local", false, "run the server and trainers in this process")
+	fs.StringVar(&o.name, "name", "", "this member's name in -peers (\"server\" serves)")
+	fs.StringVar(&o.peers, "peers", "", "every member as name=host:port, name=shm:GROUP or name=fabric:[PROVIDER@]host:port, comma-separated, the same list everywhere")
+	fs.StringVar(&o.secret, "secret", "paramserver", "shared secret of the group")
+	fs.IntVar(&o.trainers, "trainers", 2, "trainers (with -local)")
+	fs.IntVar(&o.steps, "steps", 25, "updates per trainer")
+	fs.DurationVar(&o.compute, "compute", 0, "time a trainer takes to compute each gradient")
+	fs.IntVar(&o.crashAfter, "crash-after", 0, "kill this member (SIGKILL) after that many steps (a trainer) or snapshots (the server)")
+	fs.BoolVar(&o.forget, "forget", false, "a trainer (t1 with -local) keeps its first snapshot and never releases it")
+	fs.StringVar(&o.observe, "observe", "", "serve metrics, counters and pprof for this member (the server with -local) on this address")
+	fs.DurationVar(&o.deadAfter, "dead-after", 0, "how long a silent peer lives on before it is dead (0: the transport's default, 10s)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long Shutdown waits for every reference to be released")
+	return fs
 }
 
-func (s *server) loss() float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := 0.0
-	for i := range s.w {
-		d := s.w[i] - target[i]
-		l += d * d
+// check refuses flags that cannot go together.
+func (o options) check() error {
+	switch {
+	case o.local && o.peers != "":
+		return errors.New("-local runs every member here: give it no -peers")
+	case o.peers != "" && o.name == "":
+		return errors.New("-peers needs -name, this member's name in the list")
+	case (o.local || o.peers == "") && o.crashAfter > 0:
+		return errors.New("-crash-after kills its process: give it to one member of a group started with -peers")
+	case o.steps < 1 || o.trainers < 1:
+		return errors.New("-steps and -trainers must be at least 1")
 	}
-	return l
-}
-
-// train runs steps of fetch-params, compute-gradient, send-update.
-func train(ctx context.Context, w *worker.Worker, steps int) error {
-	for i := 0; i < steps; i++ {
-		p, err := worker.Call[*worker.RRef[[]float64]](ctx, w, "server", "params", 0)
-		if err != nil {
-			return err
-		}
-		params, err := p.ToHere(ctx)
-		p.Release()
-		if err != nil {
-			return err
-		}
-		grad := make([]float64, len(params))
-		for j := range params {
-			grad[j] = params[j] - target[j]
-		}
-		if _, err := worker.Call[int](ctx, w, "server", "update", grad); err != nil {
-			return err
-		}
-	}
-	_, err := worker.Call[int](ctx, w, "server", "done", w.Name())
-	return err
-}
-
-func shutdown(w *worker.Worker) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return w.Shutdown(ctx)
-}
-
-// runLocal runs a server and trainers in this process.
-func runLocal(out io.Writer, trainers, steps int) error {
-	names := []string{"server"}
-	for i := 1; i <= trainers; i++ {
-		names = append(names, fmt.Sprintf("t%d", i))
-	}
-	ws, err := worker.NewGroup(names, worker.Config{})
-	if err != nil {
-		return err
-	}
-	s := &server{w: make([]float64, len(target)), finished: make(chan string, trainers)}
-	s.register(ws[0])
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	fmt.Fprintf(out, "loss before: %.4f\n", s.loss())
-	errs := make(chan error, trainers)
-	for _, w := range ws[1:] {
-		go func(w *worker.Worker) { errs <- train(ctx, w, steps) }(w)
-	}
-	for range ws[1:] {
-		if err := <-errs; err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(out, "loss after %d updates: %.6f\n", s.updates, s.loss())
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := worker.ShutdownGroup(sctx, ws); err != nil { // a barrier: all together
-		return err
-	}
-	fmt.Fprintln(out, "all workers shut down; no parameter snapshot leaked")
 	return nil
 }
 
@@ -168,58 +110,109 @@ func parsePeers(s string) ([]worker.Peer, error) {
 }
 
 func main() {
-	local := flag.Bool("local", false, "run the server and trainers in this process")
-	name := flag.String("name", "", "this member's name in -peers (\"server\" serves)")
-	peersFlag := flag.String("peers", "", "every member as name=host:port, name=shm:GROUP or name=fabric:[PROVIDER@]host:port, comma-separated, the same list everywhere")
-	secret := flag.String("secret", "paramserver", "shared secret of the group")
-	trainers := flag.Int("trainers", 2, "trainers (with -local)")
-	steps := flag.Int("steps", 25, "updates per trainer")
-	flag.Parse()
-	if *local || *peersFlag == "" {
-		if err := runLocal(os.Stdout, *trainers, *steps); err != nil {
-			log.Fatal(err)
-		}
-		return
+	var o options
+	fs := newFlags(&o)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
 	}
-	peers, err := parsePeers(*peersFlag)
+	if err := o.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "paramserver:", err)
+		os.Exit(2)
+	}
+	log.SetFlags(0)
+	log.SetPrefix("paramserver: ")
+	if o.name != "" {
+		log.SetPrefix(o.name + ": ")
+	}
+	var err error
+	if o.local || o.peers == "" {
+		err = runLocal(os.Stdout, o)
+	} else {
+		err = runMember(os.Stdout, o)
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s := &server{w: make([]float64, len(target)), finished: make(chan string, len(peers))}
+}
+
+// runMember runs this process's member of a group spread over processes.
+func runMember(out io.Writer, o options) error {
+	peers, err := parsePeers(o.peers)
+	if err != nil {
+		return err
+	}
+	s := newServer(len(peers), o.crashAfter)
 	cfg := worker.Config{}
-	if *name == "server" {
+	cfg.FIFO.DeadAfter = o.deadAfter
+	if o.name == "server" {
 		cfg.Setup = s.register // before any trainer can connect and call
+		cfg.OnPeerFailed = s.peerFailed
 	}
-	// Start waits for every member (up to two minutes): say so, or a member
-	// started first, or given a wrong address, would sit there silently.
-	log.Printf("%s: waiting for the group (%s) to come up", *name, *peersFlag)
-	w, err := worker.Start(ctx, *name, peers, []byte(*secret), cfg)
+	// Start waits for every member: say so, or a member started first, or
+	// given a wrong address, would sit there silently.
+	log.Printf("waiting for the group (%s) to come up", o.peers)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	w, err := worker.Start(ctx, o.name, peers, []byte(o.secret), cfg)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	if *name != "server" {
-		if err := train(ctx, w, *steps); err != nil {
-			log.Fatal(err)
+	if o.observe != "" {
+		addr, err := observe.Serve(context.Background(), w, o.observe) // until w closes
+		if err != nil {
+			w.Close()
+			return err
 		}
-		if err := shutdown(w); err != nil {
-			log.Fatal(err)
-		}
-		fmt.Printf("%s: trained %d steps\n", *name, *steps)
-		return
+		fmt.Fprintf(out, "%s: metrics on http://%s/metrics, counters on http://%s/debug/rref\n", o.name, addr, addr)
 	}
-	fmt.Printf("server: loss %.4f, waiting for %d trainers\n", s.loss(), len(peers)-1)
-	for i := 1; i < len(peers); i++ {
+	if o.name == "server" {
+		return serve(out, w, s, len(peers)-1, o.shutdownTimeout)
+	}
+	t := &trainer{w: w, steps: o.steps, compute: o.compute, crashAfter: o.crashAfter, forget: o.forget}
+	trainErr := t.train(context.Background())
+	switch {
+	case errors.Is(trainErr, worker.ErrOwnerFailed):
+		fmt.Fprintf(out, "%s: the server died; the snapshot it owned is gone\n", o.name)
+	case errors.Is(trainErr, worker.ErrPeerFailed):
+		fmt.Fprintf(out, "%s: the server died before it answered\n", o.name)
+	}
+	err = shutdown(w, o.shutdownTimeout) // with the members still alive
+	runtime.KeepAlive(t)                 // with -forget, t.cached is still held
+	if trainErr != nil {
+		return trainErr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: trained %d steps\n", o.name, o.steps)
+	return nil
+}
+
+// serve waits for each trainer to finish or fail, then shuts down.
+func serve(out io.Writer, w *worker.Worker, s *server, trainers int, timeout time.Duration) error {
+	fmt.Fprintf(out, "server: loss %.4f, waiting for %d trainers\n", s.loss(), trainers)
+	for left := trainers; left > 0; left-- {
 		select {
 		case t := <-s.finished:
-			fmt.Printf("server: %s finished\n", t)
-		case <-ctx.Done():
-			log.Fatal("trainers did not finish in time")
+			fmt.Fprintf(out, "server: %s finished\n", t)
+		case f := <-s.failed:
+			fmt.Fprintf(out, "server: %s failed: %v\n", f.peer, f.err)
 		}
 	}
-	fmt.Printf("server: loss after %d updates: %.6f\n", s.updates, s.loss())
-	if err := shutdown(w); err != nil {
-		log.Fatal(err)
+	updates, loss := s.progress()
+	fmt.Fprintf(out, "server: loss after %d updates: %.6f\n", updates, loss)
+	if err := shutdown(w, timeout); err != nil {
+		return err
 	}
+	fmt.Fprintln(out, "server: shut down; no parameter snapshot leaked")
+	return nil
+}
+
+// shutdown is the group's barrier: it returns once no member holds a
+// reference or has a message in flight, or, past timeout, a
+// *worker.LeakError naming what is still held.
+func shutdown(w *worker.Worker, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return w.Shutdown(ctx)
 }
