@@ -36,8 +36,12 @@ type Config struct {
 	// host, or a virtual machine migrating. Choose DeadAfter above the
 	// longest such pause expected, since a peer found dead is fenced for
 	// good and its references are reclaimed, and below how long a dead
-	// peer's references may linger. A process that exits or is killed is
-	// noticed at once over tcp (the kernel closes its socket).
+	// peer's references may linger. A peer that closes its end is noticed
+	// at once; one whose process dies without closing is noticed at once
+	// over shm and on a tcp connection that does not resume (AcceptTCP),
+	// but a resumable one (DialTCP to a TCPListener) waits up to DeadAfter
+	// for the link to come back, since from this end a killed process and
+	// a broken connection look alike.
 	DeadAfter time.Duration
 
 	// Exclusive promises that at most one goroutine sends (Send, TrySend)

@@ -1,5 +1,6 @@
 // Command rrefgen generates Go from protocol specs, checks them, draws their
-// machines, runs the conformance suite and the benchmarks. See README.md.
+// machines, runs the conformance suite and the benchmarks. docs/cli.md
+// documents every command.
 package main
 
 import (

@@ -1,4 +1,4 @@
-// Command readme is the program the README's "Using the runtime" shows:
+// Command readme is the program the README's "Five minutes with the runtime" shows:
 // three workers in one process, an RRef made on B by A's Remote, passed to
 // C, fetched there from B, and released. Its test runs it.
 package main

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,20 +9,34 @@ import (
 	"testing"
 )
 
-// TestReadmeProgram: the README shows this program's body, and it prints 6.
+// TestReadmeProgram: the README's "Five minutes with the runtime" shows
+// this program's main, line for line (less one tab of indentation), and it
+// prints 6.
 func TestReadmeProgram(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	src, _ := os.ReadFile("main.go")
-	block := regexp.MustCompile("(?s)## Using the runtime\n\n```go\n(.*?)```").FindSubmatch(readme)
+	block := regexp.MustCompile("(?s)\n## Five minutes with the runtime\n[^#]*?```go\n(.*?)```").FindSubmatch(readme)
 	if block == nil {
-		t.Fatal("no Go block under \"Using the runtime\"")
+		t.Fatal("no Go block under \"Five minutes with the runtime\"")
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(block[1])), "\n") {
-		if !bytes.Contains(src, []byte(strings.TrimSpace(line))) {
-			t.Errorf("README line not in main.go: %q", line)
+	body := regexp.MustCompile("(?s)\nfunc main\\(\\) \\{\n(.*?\n)\\}\n").FindSubmatch(src)
+	if body == nil {
+		t.Fatal("main.go has no func main")
+	}
+	shown := strings.Split(string(block[1]), "\n")
+	lines := strings.Split(string(body[1]), "\n")
+	for i, line := range lines {
+		lines[i] = strings.TrimPrefix(line, "\t")
+	}
+	if len(shown) != len(lines) {
+		t.Errorf("the README shows %d lines, main has %d", len(shown)-1, len(lines)-1)
+	}
+	for i := 0; i < len(shown) && i < len(lines); i++ {
+		if shown[i] != lines[i] {
+			t.Errorf("line %d of the README's program: %q, of main: %q", i+1, shown[i], lines[i])
 		}
 	}
 	if testing.Short() {
