@@ -125,3 +125,17 @@ func benchRemoteToHere(b *testing.B, client *Worker) {
 		r.Release()
 	}
 }
+
+// BenchmarkRemoteToHereSites is BenchmarkRemoteToHereMem with the client
+// recording reference sites (Config.RecordRefSites) off and on, over one
+// pair of workers, for the ratio of the two: its cost is a stack lookup
+// and a map entry per reference, beside two messages and a fetch.
+func BenchmarkRemoteToHereSites(b *testing.B) {
+	_, client := memServerClient(b)
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			client.recordSites.Store(on)
+			benchRemoteToHere(b, client)
+		})
+	}
+}
