@@ -77,47 +77,47 @@ func ParseQuery(by, sort, typ, site string) (Query, error) {
 // Value is one value as the group sees it: its owner's record, when the
 // owner is among the members shown, and every member's references to it.
 type Value struct {
-	ID    string
-	Owner string
+	ID    string `json:"id"`
+	Owner string `json:"owner"`
 	// Seen: the owner's snapshot lists it. A value whose owner is not
 	// among the members shown (or that its owner freed meanwhile) is
 	// known only from the references to it.
-	Seen  bool
-	State worker.ValueState
-	Type  string
-	Size  int // -1 when unknown
-	Age   time.Duration
+	Seen  bool              `json:"seen"`
+	State worker.ValueState `json:"state,omitempty"`
+	Type  string            `json:"type,omitempty"`
+	Size  int               `json:"size"` // -1 when unknown
+	Age   time.Duration     `json:"age_ns,omitempty"`
 	// Site is where it was made: the owner's own note, or the site of a
 	// reference made by the Remote that created it (references keep the
 	// site they were made at; a Clone its original's).
-	Site           string
-	Failure        string
-	Function       string
-	Program        int
-	Forks          []worker.KnownFork
-	WaitingFetches int
-	Refs           []Ref
+	Site           string             `json:"site,omitempty"`
+	Failure        string             `json:"failure,omitempty"`
+	Function       string             `json:"function,omitempty"`
+	Program        int                `json:"program"`
+	Forks          []worker.KnownFork `json:"forks"`
+	WaitingFetches int                `json:"waiting_fetches,omitempty"`
+	Refs           []Ref              `json:"references"`
 	// Lent counts copies in flight to members, pinned by their lenders,
 	// over all the references shown.
-	Lent int
+	Lent int `json:"lent"`
 }
 
 // Ref is one member's reference, with what the group knows of its value
 // (its type and size from the owner, when shown).
 type Ref struct {
-	Member string
+	Member string `json:"member"`
 	worker.HeldRefInfo
-	Size int // the value's, -1 when unknown
+	Size int `json:"size"` // the value's, -1 when unknown
 }
 
 // Member is one member's own picture: the values it owns and the
 // references it holds.
 type Member struct {
-	Name   string
-	Taken  time.Time
-	Sites  bool
-	Values []*Value
-	Refs   []Ref
+	Name   string    `json:"member"`
+	Taken  time.Time `json:"taken"`
+	Sites  bool      `json:"sites"`
+	Values []*Value  `json:"values"`
+	Refs   []Ref     `json:"references"`
 }
 
 // Group is members' snapshots joined on their ids.
