@@ -234,6 +234,9 @@ func TestRefsPage(t *testing.T) {
 	if code, page := get(g.addrs[0], "?value=Z:1"); code != http.StatusNotFound || !strings.Contains(page, `no value "Z:1" among members A, B, C`) {
 		t.Errorf("an unknown value: %d %s", code, page)
 	}
+	if _, err := observe.Serve(context.Background(), nil, "127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "no worker") {
+		t.Errorf("Serve of no worker: %v", err)
+	}
 	// A listener whose peer is gone shows what it has, and names the peer.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
