@@ -58,7 +58,10 @@ const (
 	RefCut RefState = "cut"
 )
 
-// OwnedValue is a value this member owns.
+// OwnedValue is a value this member owns. Copies of it in flight between
+// other members are pinned by the references that lent them, on their
+// holders (HeldRefInfo.Lent): the group's view (runtime/observe, rrefgen
+// refs) sums them per value.
 type OwnedValue struct {
 	ID    string     `json:"id"`
 	Type  string     `json:"type,omitempty"` // its Go type, when known here
