@@ -221,6 +221,16 @@ func TestRefsAcrossProcesses(t *testing.T) {
 	if code != ExitFail || !strings.Contains(out, fmt.Sprintf("%d orphaned", all)) || !strings.Contains(errs, "not reached: "+debug[1]) {
 		t.Errorf("rrefgen refs after the owner's kill: exit %d, want %d orphaned and b's listener not reached\n%s%s", code, all, out, errs)
 	}
+	// The page shows a's references orphaned too.
+	resp, err := http.Get("http://" + debug[0] + observe.RefsViewPath + "?by=member")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if n := strings.Count(string(page), string(worker.RefOrphaned)); resp.StatusCode != http.StatusOK || n < refsRemotes {
+		t.Errorf("a's page after the owner's kill: status %d, %q %d times, want at least %d", resp.StatusCode, worker.RefOrphaned, n, refsRemotes)
+	}
 }
 
 // waitRefs polls the members' listeners until their joined counts satisfy
