@@ -22,13 +22,13 @@ func runLocal(out io.Writer, o options) error {
 			s.register(w) // before any trainer can call
 		}
 	}
-	ws, err := worker.NewGroup(names, worker.Config{Setup: setup})
+	ws, err := worker.NewGroup(names, worker.Config{Setup: setup, RecordRefSites: o.sites})
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	if o.observe != "" {
-		addr, err := observe.Serve(ctx, ws[0], o.observe)
+		addr, err := observe.Serve(ctx, ws[0], o.observe, observe.Members(ws[1:]...)) // the trainers' references too
 		if err != nil {
 			worker.ShutdownGroup(ctx, ws)
 			return err

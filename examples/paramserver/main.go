@@ -61,6 +61,7 @@ type options struct {
 	crashAfter      int
 	forget          bool
 	observe         string
+	sites           bool
 	deadAfter       time.Duration
 	shutdownTimeout time.Duration
 }
@@ -77,6 +78,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.crashAfter, "crash-after", 0, "kill this member (SIGKILL) after that many steps (a trainer) or snapshots (the server)")
 	fs.BoolVar(&o.forget, "forget", false, "a trainer (t1 with -local) keeps its first snapshot and never releases it")
 	fs.StringVar(&o.observe, "observe", "", "serve metrics, counters and pprof for this member (the server with -local) on this address")
+	fs.BoolVar(&o.sites, "sites", false, "record where each reference was made (Config.RecordRefSites), for -observe's views of references")
 	fs.DurationVar(&o.deadAfter, "dead-after", 0, "how long a silent peer lives on before it is dead (0: the transport's default, 10s)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long Shutdown waits for every reference to be released")
 	return fs
@@ -142,7 +144,7 @@ func runMember(out io.Writer, o options) error {
 		return err
 	}
 	s := newServer(len(peers), o.crashAfter)
-	cfg := worker.Config{}
+	cfg := worker.Config{RecordRefSites: o.sites}
 	cfg.FIFO.DeadAfter = o.deadAfter
 	if o.name == "server" {
 		cfg.Setup = s.register // before any trainer can connect and call

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rrefkit/rref/internal/cli"
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
@@ -68,10 +69,12 @@ func TestForgottenRelease(t *testing.T) {
 }
 
 // TestObserve: -observe serves the server's counters while it trains, and
-// the forgotten snapshot of -forget shows there as a value the server owns.
+// rrefgen refs, reading the listener, finds the snapshot -forget keeps: owned
+// by the server, held by t1, made at trainer.go's Remote (-sites).
 func TestObserve(t *testing.T) {
 	o := testOptions(2, 200)
-	o.observe, o.forget, o.compute, o.shutdownTimeout = "127.0.0.1:0", true, time.Millisecond, time.Second
+	o.observe, o.forget, o.sites = "127.0.0.1:0", true, true
+	o.compute, o.shutdownTimeout = time.Millisecond, time.Second
 	r, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -88,6 +91,7 @@ func TestObserve(t *testing.T) {
 		t.Fatalf("%q: %v", lines.Text(), err)
 	}
 	metrics = strings.TrimSuffix(metrics, ",")
+	go io.Copy(io.Discard, r)
 	// The listener lives until the group closes, after every step and a
 	// shutdown that waits for the forgotten snapshot: long enough to ask.
 	if body := get(t, metrics); !strings.Contains(body, "rref_messages_total{direction=\"in\",type=\"RemoteCall\"}") {
@@ -97,10 +101,60 @@ func TestObserve(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(t, counters)), &info); err != nil {
 		t.Errorf("%s: %v", counters, err)
 	}
-	io.Copy(io.Discard, r)
+	listener := strings.TrimSuffix(strings.TrimPrefix(counters, "http://"), "/debug/rref")
+	var seen string
+	for found := false; !found; {
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended (%v) before rrefgen refs showed t1's forgotten snapshot; last it showed:\n%s", err, seen)
+		default:
+		}
+		var out, errs bytes.Buffer
+		if code := cli.Main(&cli.Env{Stdout: &out, Stderr: &errs}, []string{"refs", "-json", listener}); code != 0 {
+			t.Fatalf("rrefgen refs %s: exit %d: %s", listener, code, errs.String())
+		}
+		seen = out.String()
+		found = forgottenShown(t, out.Bytes())
+	}
 	if err := <-done; !errors.Is(err, worker.ErrLeak) {
 		t.Errorf("runLocal -forget -observe = %v, want the leak", err)
 	}
+}
+
+// forgottenShown says whether rrefgen refs -json shows a value the server
+// owns, made at trainer.go, with t1 holding a reference to it.
+func forgottenShown(t *testing.T, view []byte) bool {
+	var v struct {
+		Members []struct {
+			Name   string `json:"member"`
+			Values []struct {
+				ID   string `json:"id"`
+				Site string `json:"site"`
+			} `json:"values"`
+			Refs []struct {
+				Value string `json:"value"`
+			} `json:"references"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(view, &v); err != nil {
+		t.Fatalf("rrefgen refs -json: %v\n%s", err, view)
+	}
+	owned := map[string]bool{}
+	for _, m := range v.Members {
+		for _, val := range m.Values {
+			if m.Name == "server" && strings.Contains(val.Site, "trainer.go") {
+				owned[val.ID] = true
+			}
+		}
+	}
+	for _, m := range v.Members {
+		for _, ref := range m.Refs {
+			if m.Name == "t1" && owned[ref.Value] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func get(t *testing.T, url string) string {

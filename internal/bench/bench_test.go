@@ -103,8 +103,8 @@ func TestRPCTableMeasuresEveryCell(t *testing.T) {
 		if r.Err != "" || r.RoundTripNs <= 0 || r.Calls16PerSec <= 0 {
 			t.Errorf("%s: %+v", r.System, r)
 		}
-		if strings.HasPrefix(r.System, "rrefkit") && r.RemoteToHereNs <= 0 {
-			t.Errorf("%s: no Remote + ToHere measured", r.System)
+		if strings.HasPrefix(r.System, "rrefkit") && (r.RemoteToHereNs <= 0 || r.RemoteToHereSitesNs <= 0 || r.Ratios["sites_over_remote_to_here"] <= 0) {
+			t.Errorf("%s: no Remote + ToHere measured with reference sites off and on: %+v", r.System, r)
 		}
 		if runtime.GOOS == "linux" && (r.CPU1Ns <= 0 || r.CPU16Ns <= 0) {
 			t.Errorf("%s: no processor time per call: %+v", r.System, r)
@@ -116,7 +116,7 @@ func TestRPCTableMeasuresEveryCell(t *testing.T) {
 	var text bytes.Buffer
 	WriteRPC(&text, rows, "text")
 	for _, want := range []string{"shm, 2 procs", "gRPC rt / rt", "cpu us/call 16", "rt / yardstick", "targets (ratios in this run):",
-		"rrefkit tcp round trip / raw TCP ping-pong"} {
+		"rrefkit tcp round trip / raw TCP ping-pong", "sites on / off", "Remote + ToHere, reference sites on / off"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("no %q in the text table:\n%s", want, text.String())
 		}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rrefkit/rref/internal/hooks"
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
@@ -25,6 +26,10 @@ type RPCRow struct {
 	Calls1PerSec   float64 `json:"calls_per_second_1_caller"`
 	Calls16PerSec  float64 `json:"calls_per_second_16_callers"`
 	RemoteToHereNs float64 `json:"remote_to_here_ns,omitempty"`
+	// RemoteToHereSitesNs is Remote plus ToHere with the client recording
+	// reference sites (worker.Config.RecordRefSites), measured in turns
+	// with RemoteToHereNs over the same connection.
+	RemoteToHereSitesNs float64 `json:"remote_to_here_sites_ns,omitempty"`
 	// Processor time per call, of this process and the server's when it
 	// runs apart, in the 1-caller and 16-caller cells (see cpu.go).
 	CPU1Ns  float64 `json:"cpu_ns_per_call_1_caller,omitempty"`
@@ -42,6 +47,7 @@ type rpcSystem struct {
 	name   string
 	call   func(ctx context.Context, a, b int64) (int64, error)
 	remote func(ctx context.Context) error // Remote + ToHere, when the system has RRefs
+	sites  func(on bool)                   // switches the client's recording of reference sites
 	close  func()
 	pids   []int // the system's processes besides this one (its server's)
 }
@@ -189,6 +195,7 @@ func wrapClient(name string, client *worker.Worker) *rpcSystem {
 			r.Release()
 			return err
 		},
+		sites: func(on bool) { hooks.WorkerRecordSites(client, on) },
 	}
 }
 
@@ -400,26 +407,64 @@ func RPCTableOf(d time.Duration, progress func(string), opt RPCOptions) []RPCRow
 			}
 		}
 		if s.remote != nil && opt.measures("remote") {
-			progress(s.name + ": remote + to_here")
-			ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
-			n, start := 0, time.Now()
-			for time.Since(start) < d {
-				if err := s.remote(ctx); err != nil {
-					r.Err = err.Error()
-					break
-				}
-				n++
+			progress(s.name + ": remote + to_here, sites off and on")
+			off, on, err := measureRemote(s, d)
+			if err != nil {
+				r.Err = err.Error()
 			}
-			cancel()
-			if n > 0 {
-				r.RemoteToHereNs = float64(time.Since(start).Nanoseconds()) / float64(n)
-			}
+			r.RemoteToHereNs, r.RemoteToHereSitesNs = off, on
 		}
 		s.close()
 		rows = append(rows, r)
 	}
 	addRatios(rows)
 	return rows
+}
+
+// siteTurns is how many times the remote cell switches reference sites
+// off and on: each mode's time is spread over the cell, so a slow spell
+// of the host falls on both.
+const siteTurns = 40
+
+// measureRemote measures Remote + ToHere for about d, in turns with the
+// client's reference sites off and on (off only, for a system that cannot
+// switch them), and returns each mode's time per operation.
+func measureRemote(s *rpcSystem, d time.Duration) (offNs, onNs float64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	modes := []bool{false}
+	if s.sites != nil {
+		modes = append(modes, true)
+		defer s.sites(false)
+	}
+	var ns [2]float64
+	var n [2]int
+	slice := d / time.Duration(siteTurns*len(modes))
+	for turn := 0; turn < siteTurns; turn++ {
+		for _, on := range modes {
+			i := 0
+			if on {
+				i = 1
+			}
+			if s.sites != nil {
+				s.sites(on)
+			}
+			start := time.Now()
+			for time.Since(start) < slice || n[i] == 0 {
+				if err := s.remote(ctx); err != nil {
+					return 0, 0, err
+				}
+				n[i]++
+			}
+			ns[i] += float64(time.Since(start).Nanoseconds())
+		}
+	}
+	for i := range ns {
+		if n[i] > 0 {
+			ns[i] /= float64(n[i])
+		}
+	}
+	return ns[0], ns[1], nil
 }
 
 // yardstickSize is the size of the yardsticks' messages: about a call of
@@ -458,6 +503,7 @@ var Targets = []struct {
 	{"calls16_over_netrpc", "rrefkit tcp calls/s with 16 callers / net/rpc's", false, 3},
 	{"calls16_over_calls1", "rrefkit shm (2 procs) calls/s with 16 callers / with 1", false, 2},
 	{"remote_to_here_over_round_trip", "Remote + ToHere / Call round trip (worst transport)", true, 2},
+	{"sites_over_remote_to_here", "Remote + ToHere, reference sites on / off (worst transport)", true, 1.1},
 }
 
 // addRatios fills each row's ratios against its yardstick and its peers
@@ -474,10 +520,17 @@ func addRatios(rows []RPCRow) {
 	grpc, netrpc := find("gRPC-Go unary (tcp)"), find("net/rpc (tcp)")
 	for i := range rows {
 		r := &rows[i]
+		if r.RemoteToHereNs > 0 && r.RemoteToHereSitesNs > 0 {
+			// Both measured in the remote cell, against each other: no
+			// round trip needed.
+			r.Ratios = map[string]float64{"sites_over_remote_to_here": r.RemoteToHereSitesNs / r.RemoteToHereNs}
+		}
 		if r.RoundTripNs <= 0 {
 			continue
 		}
-		r.Ratios = map[string]float64{}
+		if r.Ratios == nil {
+			r.Ratios = map[string]float64{}
+		}
 		if grpc != nil && grpc.RoundTripNs > 0 {
 			r.Ratios["grpc_round_trip_over_this"] = grpc.RoundTripNs / r.RoundTripNs
 		}
@@ -509,6 +562,7 @@ var targetRows = map[string][]string{
 	"calls16_over_calls1":       {"rrefkit (shm, 2 procs)"},
 	// Every transport, mem included: the target holds on each.
 	"remote_to_here_over_round_trip": {"rrefkit (shm, 2 procs)", "rrefkit (tcp)", "rrefkit (mem)"},
+	"sites_over_remote_to_here":      {"rrefkit (shm, 2 procs)", "rrefkit (shm)", "rrefkit (tcp)", "rrefkit (mem)"},
 }
 
 // writeTargets prints each target with the ratio measured in this run.
@@ -545,7 +599,7 @@ func writeTargets(w io.Writer, rows []RPCRow) {
 
 // WriteRPC prints rows as text, csv or json.
 func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
-	h := []string{"system", "round trip us", "yardstick rt us", "rt / yardstick", "calls/s 1 caller", "calls/s 16 callers", "cpu us/call 1", "cpu us/call 16", "remote+to_here us", "gRPC rt / rt"}
+	h := []string{"system", "round trip us", "yardstick rt us", "rt / yardstick", "calls/s 1 caller", "calls/s 16 callers", "cpu us/call 1", "cpu us/call 16", "remote+to_here us", "sites on / off", "gRPC rt / rt"}
 	var table [][]string
 	for _, r := range rows {
 		f := func(v, scale float64, prec int) string {
@@ -564,7 +618,7 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 		}
 		table = append(table, []string{r.System, f(r.RoundTripNs, 1e3, 2), f(r.YardstickNs, 1e3, 2),
 			ratio("yardstick_round_trip", "tcp_yardstick_round_trip"), f(r.Calls1PerSec, 1, 0), f(r.Calls16PerSec, 1, 0),
-			f(r.CPU1Ns, 1e3, 2), f(r.CPU16Ns, 1e3, 2), f(r.RemoteToHereNs, 1e3, 2), ratio("grpc_round_trip_over_this")})
+			f(r.CPU1Ns, 1e3, 2), f(r.CPU16Ns, 1e3, 2), f(r.RemoteToHereNs, 1e3, 2), ratio("sites_over_remote_to_here"), ratio("grpc_round_trip_over_this")})
 	}
 	return writeTable(w, h, table, format, rows, func() {
 		for _, r := range rows {
@@ -575,6 +629,8 @@ func WriteRPC(w io.Writer, rows []RPCRow, format string) error {
 		fmt.Fprintln(w, "\nround trip: one caller, sequential calls; gRPC rt / rt above 1 means faster than gRPC-Go unary.")
 		fmt.Fprintf(w, "cpu us/call: processor time of client and server, both processes for \"2 procs\", per call; with %d processors\n", runtime.NumCPU())
 		fmt.Fprintln(w, "shared by both ends, no batching makes more calls a second than processors / (cpu per call).")
+		fmt.Fprintln(w, "sites on / off: Remote + ToHere with the client recording reference sites (worker.Config.RecordRefSites) over")
+		fmt.Fprintf(w, "without, in %d turns each over the same connection.\n", siteTurns)
 		fmt.Fprintf(w, "yardstick: a %d-byte round trip measured just before the row, fifo/shm for shm rows, a raw Go TCP ping-pong for tcp rows.\n", yardstickSize)
 		if !GRPCBuiltIn() {
 			fmt.Fprintln(w, "gRPC-Go is not built into this rrefgen: go run -tags rrefgrpc ./cmd/rrefgen bench rpc measures it too.")

@@ -11,3 +11,9 @@ import "time"
 // so that messages overtake one another: the conformance suite's runtime
 // target and the worker's own tests use it. Set by package worker.
 var WorkerJitter func(cfg any, jitter func() time.Duration)
+
+// WorkerRecordSites switches a worker's (w, a *worker.Worker) recording of
+// reference creation sites (worker.Config.RecordRefSites) on or off while
+// it runs, so that bench rpc measures its cost over one connection, on
+// and off in turns. Set by package worker.
+var WorkerRecordSites func(w any, on bool)

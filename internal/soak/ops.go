@@ -280,9 +280,17 @@ func (m *member) setup(w *worker.Worker) {
 		if !ok {
 			return 0, &wrongError{fmt.Sprintf("no hold under key %#x to release", key)}
 		}
+		// The value is fetched once more before the release, so that a hold
+		// that came to refer to another value (or to none) while faults
+		// went on is caught even when nothing fetched it meanwhile; it is
+		// released whatever the fetch says.
+		v, err := fetch(ctx, h.ref, key)
 		m.prims.add(primRelease)
 		h.ref.Release()
-		return 0, nil
+		if m.cfg.Inject == InjectWrongUnhold && err == nil && m.injected.CompareAndSwap(false, true) {
+			v++
+		}
+		return v, err
 	})
 }
 
@@ -682,8 +690,11 @@ func (o *op) run(ctx context.Context, kind string) error {
 		h := o.c.holdings[i]
 		if kind == opUnhold {
 			o.c.holdings = append(o.c.holdings[:i], o.c.holdings[i+1:]...)
-			_, err := o.call(ctx, h.holder, fnUnhold, h.key)
-			return err
+			got, err := o.call(ctx, h.holder, fnUnhold, h.key)
+			if err != nil {
+				return err
+			}
+			return expect(got, mix2(h.value, h.key), "value released by "+m.cfg.Names[h.holder])
 		}
 		got, err := o.call(ctx, h.holder, fnHeldGet, h.key)
 		if err != nil {

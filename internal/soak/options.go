@@ -66,9 +66,12 @@ const (
 	InjectFail  = "fail"  // each member's first served add returns an error
 	InjectHang  = "hang"  // each member's first served add takes Options.HangFor
 	InjectLeak  = "leak"  // each member keeps one RRef of its own past Shutdown
+	// InjectWrongUnhold: each member's first served unhold answers a value
+	// other than the one it held (the check of what a holder releases).
+	InjectWrongUnhold = "wrong-unhold"
 )
 
-var allInjections = []string{InjectWrong, InjectFail, InjectHang, InjectLeak}
+var allInjections = []string{InjectWrong, InjectFail, InjectHang, InjectLeak, InjectWrongUnhold}
 
 // Bounds and defaults, each with its reason.
 const (

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/rrefkit/rref/internal/netfault"
 	"github.com/rrefkit/rref/runtime/worker"
@@ -787,9 +788,17 @@ func (rr *roundRun) account() {
 			oc.Hung++
 			rep.Hung++
 			rr.problemOnly("HUNG %s", what)
-		case f.Class == classPeer && rr.killExplains(f):
+		case f.Class == classPeer && rr.killExplains(f) && rr.blamesKilled(f):
 			oc.FailedKill++
 			rep.FailedKill++
+		case f.Class == classPeer && rr.killExplains(f):
+			// A member it involved was killed, but the failure names
+			// only members that were not: a loss the kill cannot have
+			// caused, hidden until now by the kill beside it.
+			oc.Unexpected++
+			rep.Unexpected++
+			rep.Unrelated++
+			rr.problemOnly("UNRELATED %s: blames none of the members killed or fenced (%s)", what, rr.killedNames(f))
 		default:
 			oc.Unexpected++
 			rep.Unexpected++
@@ -853,6 +862,53 @@ func (rr *roundRun) killExplains(f failure) bool {
 		}
 	}
 	return false
+}
+
+// blamesKilled reports whether f's error could come from a member killed
+// (or fenced) before it was seen, or seen by one. A peer or owner failure names the member
+// that failed (the callee, the value's owner, the member fenced): that
+// member must be one of them. A lost RRef names no one when its value was
+// never confirmed (its creator or a forwarder died before the owner heard
+// of it), so it is the kill's only if no member it names is alive.
+func (rr *roundRun) blamesKilled(f failure) bool {
+	var killed uint64
+	for _, k := range rr.kills {
+		if k.at <= f.End {
+			killed |= 1 << uint(k.member)
+		}
+	}
+	if killed&(1<<uint(f.Member)) != 0 {
+		// The member that saw it was killed or fenced itself: once fenced,
+		// it takes every peer for dead, whichever it names.
+		return true
+	}
+	named := rr.namedIn(f.Err)
+	if named == 0 {
+		return strings.Contains(f.Err, worker.ErrLost.Error())
+	}
+	return named&killed != 0
+}
+
+// namedIn is the set of members whose names appear in text as words.
+func (rr *roundRun) namedIn(text string) uint64 {
+	var named uint64
+	for _, word := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if i := slices.Index(rr.names, word); i >= 0 {
+			named |= 1 << uint(i)
+		}
+	}
+	return named
+}
+
+// killedNames lists the members killed or fenced before f was seen.
+func (rr *roundRun) killedNames(f failure) string {
+	var mask uint64
+	for _, k := range rr.kills {
+		if k.at <= f.End {
+			mask |= 1 << uint(k.member)
+		}
+	}
+	return rr.involved(mask)
 }
 
 // resetExplains reports whether the operation involved both ends of a link

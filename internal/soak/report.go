@@ -59,6 +59,10 @@ type Report struct {
 	// UnexpectedOnReset are the unexpected failures that involved both
 	// ends of a reset or stalled link (counted in Unexpected too).
 	UnexpectedOnReset int `json:"unexpected_on_reset"`
+	// Unrelated are the unexpected failures of operations that involved a
+	// member killed or fenced, whose errors blame only members that were
+	// not (counted in Unexpected too): a kill does not excuse them.
+	Unrelated int `json:"unrelated"`
 	// Split counts members paused past DeadAfter that some members fenced
 	// and others did not (or fenced members never paused): the group must
 	// reach one verdict.
@@ -248,6 +252,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "failed unexpectedly\t%d\t\n", r.Unexpected)
 	if r.UnexpectedOnReset > 0 {
 		fmt.Fprintf(tw, "  of which on a reset or stalled link\t%d\t\n", r.UnexpectedOnReset)
+	}
+	if r.Unrelated > 0 {
+		fmt.Fprintf(tw, "  of which beside a kill, blaming no member killed\t%d\t\n", r.Unrelated)
 	}
 	fmt.Fprintf(tw, "illegal transitions\t%d\t\n", r.Illegal)
 	fmt.Fprintf(tw, "split verdicts on a pause\t%d\t\n", r.Split)

@@ -121,6 +121,7 @@ func TestDetects(t *testing.T) {
 			o.OpDeadline = time.Second
 			o.HangFor = 2 * time.Second
 		}},
+		{InjectWrongUnhold, func(r *Report) int { return r.Wrong }, nil},
 		{InjectLeak, func(r *Report) int { return r.Leaked }, func(o *Options) {
 			o.ShutdownTimeout = time.Second // a leak holds Shutdown to its timeout
 		}},
@@ -341,4 +342,32 @@ func TestPauseIsOneVerdict(t *testing.T) {
 		t.Fatalf("%d pauses, %d fenced, %d alive; want one, fenced by its shm peer's heartbeat and so by all:\n%s", rep.Faults[FaultPause], rep.PausedFenced, rep.PausedAlive, describe(rep))
 	}
 	t.Logf("fenced %d, alive %d, %d ops ok, %d failed by the fence", rep.PausedFenced, rep.PausedAlive, rep.TotalOK(), rep.FailedKill)
+}
+
+// TestBlame: a failure beside a kill is excused only when it could come from
+// the kill: its error names a member killed or fenced by then, the member
+// that saw it was, or it is a lost RRef naming no one.
+func TestBlame(t *testing.T) {
+	rr := &roundRun{names: memberNames(4), kills: []killRecord{{member: 2, at: 100}}}
+	for _, tc := range []struct {
+		member int
+		end    int64
+		err    string
+		want   bool
+	}{
+		{0, 200, "worker: owner failed: m2", true},
+		{0, 200, "worker: peer failed: hand on m1: worker: owner failed: m2", true},
+		{0, 200, "worker: owner failed: m1", false},          // m1 lives: not the kill's doing
+		{0, 200, "worker: owner failed", false},              // names no one
+		{0, 50, "worker: owner failed: m2", false},           // before the kill
+		{0, 200, "worker: owner failed: m22", false},         // a name is a whole word
+		{2, 200, "worker: peer failed: call to m1: x", true}, // seen by the member fenced
+		{0, 200, worker.ErrLost.Error(), true},               // a lost RRef names no one
+		{1, 200, "worker: peer failed: fetch on m3: worker failed", false},
+	} {
+		f := failure{Member: tc.member, End: tc.end, Err: tc.err}
+		if got := rr.blamesKilled(f); got != tc.want {
+			t.Errorf("member m%d, at %d, %q: blames the kill %v, want %v", tc.member, tc.end, tc.err, got, tc.want)
+		}
+	}
 }

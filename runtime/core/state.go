@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"strings"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -456,36 +455,6 @@ type Held struct {
 	Confirmed bool
 	// HeldPin: the worker the copy went to.
 	To WorkerID
-}
-
-// Held lists what the core still holds: values with their holders, live
-// references, pins. Values freed (tombstones) and references already
-// released or cut off are not held.
-func (c *Core) Held() []Held {
-	var out []Held
-	for _, id := range sortedIDs(&c.owners) {
-		o := c.owners.at(id)
-		h := Held{Kind: HeldValue, RRef: id, Owner: c.self, Value: o.value, Local: o.local, Failed: o.err, FailMsg: o.errMsg}
-		for _, fid := range sortedIDs(&o.forks) {
-			if f := o.forks.at(fid); f.state == rref.ForkKnown && !slices.Contains(h.Holders, f.holder) {
-				h.Holders = append(h.Holders, f.holder)
-			}
-		}
-		slices.Sort(h.Holders)
-		out = append(out, h)
-	}
-	for _, fid := range sortedIDs(&c.users) {
-		u := c.users.at(fid)
-		if u.state.IsFinal() {
-			continue
-		}
-		out = append(out, Held{Kind: HeldReference, RRef: u.rref, Owner: u.owner, Confirmed: u.state == rref.UserConfirmed})
-	}
-	for _, fid := range sortedIDs(&c.pins) {
-		p := c.pins.at(fid)
-		out = append(out, Held{Kind: HeldPin, RRef: p.rref, Owner: p.owner, To: p.child})
-	}
-	return out
 }
 
 // appendRun encodes a run waiting for forks to be confirmed.

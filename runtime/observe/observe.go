@@ -1,6 +1,7 @@
 // Package observe serves a worker's counters to operators: Prometheus
-// metrics, the debug counters as JSON, and pprof, on an HTTP listener that
-// nothing opens unless Serve is called. It is a package of its own so that
+// metrics, the debug counters as JSON, who holds which reference (as JSON,
+// and as a page that joins the group's members), and pprof, on an HTTP
+// listener that nothing opens unless Serve is called. It is a package of its own so that
 // a program importing only runtime/worker links no metrics library and
 // registers nothing on http.DefaultServeMux.
 package observe
@@ -18,14 +19,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rrefkit/rref/internal/refview"
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
-// Serve serves, on an HTTP listener at addr, /metrics (Prometheus),
-// /debug/rref (the debug counters as JSON) and /debug/pprof/ for worker w.
-// It stops when ctx ends or the worker closes, and returns the address it
-// listens on.
-func Serve(ctx context.Context, w *worker.Worker, addr string) (net.Addr, error) {
+// Serve serves, on an HTTP listener at addr, for worker w: /metrics
+// (Prometheus), /debug/rref (the debug counters as JSON), /debug/rrefs
+// (the snapshots of what w, and the workers of Members, own and hold, as
+// JSON: a refview document), /debug/rrefs/view (a page of them, joined
+// with those of Peers' listeners: grouped by member or by value, sorted
+// and filtered by query parameters, with each value's fork tree) and
+// /debug/pprof/. It stops when ctx ends or the worker closes, and returns
+// the address it listens on.
+func Serve(ctx context.Context, w *worker.Worker, addr string, opts ...Option) (net.Addr, error) {
+	if w == nil {
+		return nil, errNoWorker
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	refs := &refsServer{workers: append([]*worker.Worker{w}, o.members...), peers: o.peers, client: &http.Client{}}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -41,6 +55,8 @@ func Serve(ctx context.Context, w *worker.Worker, addr string) (net.Addr, error)
 		rw.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(rw).Encode(w.DebugInfo())
 	})
+	mux.HandleFunc(refview.Path, refs.serveJSON)
+	mux.HandleFunc(RefsViewPath, refs.servePage)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -61,6 +77,7 @@ func Serve(ctx context.Context, w *worker.Worker, addr string) (net.Addr, error)
 		}
 		srv.Close()
 		<-served
+		refs.client.CloseIdleConnections()
 	}()
 	return ln.Addr(), nil
 }

@@ -64,6 +64,14 @@ func bindRRef[T any](w *Worker, h core.HandleID) *RRef[T] {
 	return r
 }
 
+// bindMade is bindRRef for an RRef the program makes here (Remote,
+// NewRRef, Clone), made at site (see callerSite; 0: not recorded).
+func bindMade[T any](w *Worker, h core.HandleID, site uintptr) *RRef[T] {
+	r := &RRef[T]{}
+	r.bindAt(w, h, site)
+	return r
+}
+
 // Owner names the worker that holds the value.
 func (r *RRef[T]) Owner() string {
 	if r == nil || r.w == nil {
@@ -115,11 +123,15 @@ func (r *RRef[T]) Clone() (*RRef[T], error) {
 	}
 	var h core.HandleID
 	var err error
-	r.w.apply(func(c *core.Core) { h, err = c.Dup(r.h) })
+	var site uintptr
+	r.w.apply(func(c *core.Core) {
+		h, err = c.Dup(r.h)
+		site = r.w.refNotes[r.h].site // a clone was made where its original was
+	})
 	if err != nil {
 		return nil, refusal(err)
 	}
-	return bindRRef[T](r.w, h), nil
+	return bindMade[T](r.w, h, site), nil
 }
 
 // Release drops this reference. It is idempotent; the value is freed on its
@@ -625,6 +637,7 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 		return nil, err
 	}
 	wire := wireName[A, R](fn)
+	site := w.callerSite()
 	if err := w.fits(id, wire, args, refs); err != nil {
 		putWireBuf(buf, args, false)
 		return nil, err
@@ -645,7 +658,7 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	if err != nil {
 		return nil, refusal(err)
 	}
-	r := bindRRef[R](w, h)
+	r := bindMade[R](w, h, site)
 	r.owner = id
 	r.fn = fn
 	if t := w.cfg.RemoteTimeout; t > 0 && id != w.id {
@@ -670,12 +683,13 @@ func NewRRef[T any](w *Worker, v T) (*RRef[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	site := w.callerSite()
 	var h core.HandleID
 	w.apply(func(c *core.Core) {
 		h = c.NewLocal(b)
-		w.valueTypes[c.Handle(h).RRef] = reflect.TypeFor[T]()
+		w.values[c.Handle(h).RRef] = valueNote{typ: reflect.TypeFor[T](), born: time.Since(monoEpoch)}
 	})
-	return bindRRef[T](w, h), nil
+	return bindMade[T](w, h, site), nil
 }
 
 // ErrUnbound: an RRef that no worker made (a zero RRef[T], or one decoded

@@ -480,7 +480,7 @@ func (w *Worker) describeValue(id core.RRefID, b []byte) string {
 		}
 		return "(not yet created)"
 	}
-	if t := w.valueTypes[id]; t != nil {
+	if t := w.values[id].typ; t != nil {
 		v := reflect.New(t)
 		if w.cfg.Codec.Unmarshal(b, v.Interface()) == nil {
 			s := fmt.Sprintf("%#v", v.Elem().Interface())

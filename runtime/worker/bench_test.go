@@ -2,8 +2,12 @@ package worker
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"testing"
+	"time"
+
+	"github.com/rrefkit/rref/runtime/core"
 )
 
 // memServerClient is an in-process server with an "add" function and its client.
@@ -123,5 +127,63 @@ func benchRemoteToHere(b *testing.B, client *Worker) {
 			b.Fatal(v, err)
 		}
 		r.Release()
+	}
+}
+
+// BenchmarkRemoteToHereSites is BenchmarkRemoteToHereMem with the client
+// recording reference sites (Config.RecordRefSites) off and on, over one
+// pair of workers, for the ratio of the two: its cost is a stack lookup
+// and a map entry per reference, beside two messages and a fetch.
+func BenchmarkRemoteToHereSites(b *testing.B) {
+	_, client := memServerClient(b)
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			client.recordSites.Store(on)
+			benchRemoteToHere(b, client)
+		})
+	}
+}
+
+// BenchmarkNewRRefSites is NewRRef and Release, which send nothing, with
+// reference sites off and on: the difference is what recording costs per
+// reference, unhidden by a round trip's swings.
+func BenchmarkNewRRefSites(b *testing.B) {
+	ws, err := NewGroup([]string{"A"}, Config{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ws[0].Close() })
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			ws[0].recordSites.Store(on)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				r, err := NewRRef(ws[0], i)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Release()
+			}
+		})
+	}
+}
+
+// BenchmarkRecordSite is what recording a reference's site costs alone: the
+// caller's return address, and a note under the lock, amortizing the sweeps
+// that drop released handles' notes (here every note is of a released
+// handle, so each sweep empties the table: the most a sweep costs a note).
+func BenchmarkRecordSite(b *testing.B) {
+	ws, err := NewGroup([]string{"A"}, Config{Logger: quiet, RecordRefSites: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ws[0].Close() })
+	w := ws[0]
+	b.ReportAllocs()
+	for h := core.HandleID(1); b.Loop(); h++ {
+		site := w.callerSite()
+		w.mu.Lock()
+		w.noteRef(h, refNote{site: site, born: time.Since(monoEpoch), typ: reflect.TypeFor[int]()})
+		w.mu.Unlock()
 	}
 }

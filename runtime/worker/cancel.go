@@ -181,7 +181,7 @@ func (c *callCtx) finish(err error) {
 }
 
 // trackCalls makes the contexts of the calls the core hands out in rd and
-// ends those whose callers gave up (and forgets the types of values freed).
+// ends those whose callers gave up (and forgets the notes of values freed).
 // Called with w.mu held, right after the core's outputs are taken. A peer
 // that repeats a call id gets a context for each run: the key names them
 // all, and a cancel ends them all.
@@ -212,7 +212,7 @@ func (w *Worker) trackCalls(rd *core.Ready) {
 		}
 	}
 	for _, f := range rd.Freed {
-		delete(w.valueTypes, f.RRef)
+		delete(w.values, f.RRef)
 	}
 	for _, cancel := range rd.Cancels {
 		// A peer names only its own calls: the key holds its id.

@@ -188,7 +188,10 @@ func (w *Worker) fetchError(fr core.FetchResult, fn string, owner core.WorkerID)
 	case rref.ErrorKindDeleted:
 		return ErrDeleted
 	case rref.ErrorKindOwnerFailed:
-		return ErrOwnerFailed
+		// Named, so that whoever reads it (a log, a caller further up a
+		// chain, the soak's check of what a death may fail) knows which
+		// member's death lost the value.
+		return fmt.Errorf("%w: %s", ErrOwnerFailed, w.nameOf(owner))
 	case rref.ErrorKindLost:
 		return ErrLost
 	case rref.ErrorKindTypeMismatch:

@@ -58,6 +58,8 @@ func TestRRefThatCannotTravel(t *testing.T) {
 	}
 	if v, err := got.ToHere(ctx); !errors.Is(err, ErrOwnerFailed) {
 		t.Errorf("the caller's copy of a cut RRef: ToHere %d, %v; want ErrOwnerFailed", v, err)
+	} else if want := "worker: owner failed: C"; err.Error() != want {
+		t.Errorf("ToHere of a value whose owner died: %q, want %q, naming the owner", err, want)
 	}
 	if o := got.Owner(); o != "C" { // the soak once saw a cut copy owned by worker #0
 		t.Errorf("the caller's copy of a cut RRef is owned by %q, want C", o)

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/rrefkit/rref/genrt"
 	"github.com/rrefkit/rref/runtime/core"
@@ -180,9 +181,16 @@ func (r *RRef[T]) wireHandle() uint64 { return r.wire }
 
 // bindInPlace makes r (new, or decoded from the wire) a live RRef for
 // handle h, with a cleanup that releases it if the program drops it.
-func (r *RRef[T]) bindInPlace(w *Worker, h core.HandleID) {
+func (r *RRef[T]) bindInPlace(w *Worker, h core.HandleID) { r.bindAt(w, h, 0) }
+
+// bindAt is bindInPlace for an RRef made at site (0: unknown), noted
+// with its type while the worker records reference sites (refs.go).
+func (r *RRef[T]) bindAt(w *Worker, h core.HandleID, site uintptr) {
 	w.mu.Lock()
 	st := w.c.Handle(h)
+	if w.recordSites.Load() {
+		w.noteRef(h, refNote{site: site, born: time.Since(monoEpoch), typ: reflect.TypeFor[T]()})
+	}
 	w.mu.Unlock()
 	r.w, r.h, r.owner, r.state = w, h, st.Owner, &releaseState{w: w, h: h}
 	runtime.AddCleanup(r, (*releaseState).collected, r.state)

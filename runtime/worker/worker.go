@@ -31,6 +31,7 @@ import (
 
 func init() {
 	hooks.WorkerJitter = func(cfg any, jitter func() time.Duration) { cfg.(*Config).jitter = jitter }
+	hooks.WorkerRecordSites = func(w any, on bool) { w.(*Worker).recordSites.Store(on) }
 }
 
 // Config configures a worker.
@@ -80,6 +81,15 @@ type Config struct {
 	// member has reclaimed its references. The worker closes right after.
 	// It runs on a goroutine of the worker's; it must not block.
 	OnFenced func(err error)
+	// RecordRefSites records, for Refs and the debug listener's view of
+	// references (runtime/observe), where each reference this worker makes
+	// was made (the file:line of the Remote or NewRRef call; a Clone keeps
+	// its original's) and when and as which type each reference was bound
+	// here. Off, references show their state and holders but no site, age
+	// or type of their own (a value's owner always knows its type and age).
+	// It costs a stack lookup and a map entry per reference: bench rpc
+	// measures Remote plus ToHere with it on and off.
+	RecordRefSites bool
 	// Setup, when set, runs on each new worker before any peer is connected:
 	// register functions here, so no call can arrive before its function.
 	Setup func(w *Worker)
@@ -149,11 +159,15 @@ type Worker struct {
 	calling map[callKey]*callCtx    // calls from peers being run, chained by key (cancel.go)
 	remotes map[core.RRefID]running // functions making values for Remotes, until they return
 	ctxSlab ctxSlab                 // where their contexts come from (w.mu)
-	// valueTypes are the types of the values this worker owns, when known
-	// (NewRRef, a Remote of a registered function), so that a LeakError
-	// can show them decoded.
-	valueTypes map[core.RRefID]reflect.Type
-	dead       map[core.WorkerID]bool
+	// values notes the values this worker owns, once created: when, and
+	// their type when known (NewRRef, a Remote of a registered function),
+	// so that a LeakError can show them decoded and Refs their age.
+	values map[core.RRefID]valueNote
+	// refNotes notes where, when and as what each of the program's
+	// references was made, while Config.RecordRefSites is on (refs.go).
+	refNotes        map[core.HandleID]refNote
+	refNotesPruneAt int // the size at which refNotes drops released handles
+	dead            map[core.WorkerID]bool
 	// mourned holds the dead peers whose failure the core has been told
 	// of, and whose consequences (failed fetches, released forks) are
 	// queued: SettleGroup waits for it.
@@ -174,6 +188,9 @@ type Worker struct {
 	gs       *goroutines           // the worker's own; Close waits for them
 	member   memberMachine         // running, leaving (Shutdown), closed: member.go
 	fenceErr atomic.Pointer[error] // set when the group fenced this worker: fence.go
+	// recordSites is Config.RecordRefSites, which the bench flips to
+	// measure its cost against the same connection.
+	recordSites atomic.Bool
 	// GOMAXPROCS > 1, read at start and by the sweeper (reading it takes
 	// the scheduler's lock): callers poll only then.
 	multiProc atomic.Bool
@@ -201,7 +218,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{cfg: cfg.withDefaults(), name: names[id-1], id: id, names: names,
 		calls: newWaiting[callDone](), fetches: newWaiting[fetchDone](), kept: map[core.HandleID]bool{},
-		calling: map[callKey]*callCtx{}, remotes: map[core.RRefID]running{}, valueTypes: map[core.RRefID]reflect.Type{},
+		calling: map[callKey]*callCtx{}, remotes: map[core.RRefID]running{}, values: map[core.RRefID]valueNote{},
 		dead: map[core.WorkerID]bool{}, mourned: map[core.WorkerID]bool{}, funcs: map[string]registered{}, peers: make([]atomic.Pointer[fifo.Conn], len(names)),
 		outboxes: make([]*outbox, len(names)), ctx: ctx, cancel: cancel}
 	for i := range names {
@@ -217,6 +234,7 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	w.maxMessage = maxMessageOf(w.cfg.FIFO)
 	w.readyFrom, w.readyNote = make([]atomic.Bool, len(names)), make(chan struct{}, 1)
 
+	w.recordSites.Store(w.cfg.RecordRefSites)
 	w.bar = newBarrier(len(names))
 	w.rx = receivers{active: map[*receiver]struct{}{}, wake: make(chan struct{}, 1),
 		polling: make([]atomic.Bool, len(names))}
@@ -639,7 +657,7 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, name)
 		}
 	}
-	var made reflect.Type // the type of the value a Remote made, for LeakError
+	var made reflect.Type // the type of the value a Remote made, for LeakError and Refs
 	if run.Kind == core.RunRemote && err == nil {
 		made = f.result
 	}
@@ -663,10 +681,10 @@ func (w *Worker) answer(run core.Run, cc *callCtx, made reflect.Type, result []b
 		}
 		switch run.Kind {
 		case core.RunRemote:
+			// Noted before CompleteRemote, which may free it at once:
+			// trackCalls then forgets it with the value.
+			w.values[run.RRef] = valueNote{typ: made, born: w.remotes[run.RRef].since}
 			delete(w.remotes, run.RRef)
-			if made != nil {
-				w.valueTypes[run.RRef] = made
-			}
 			c.CompleteRemote(run.RRef, result, fail)
 		case core.RunCall:
 			if rerr := c.Return(run.From, run.CallID, result, refs, fail); rerr != nil {
