@@ -24,16 +24,19 @@ import (
 // Serve serves, on an HTTP listener at addr, /metrics (Prometheus),
 // /debug/rref (the debug counters as JSON) and /debug/pprof/ for worker w.
 // It stops when ctx ends or the worker closes, and returns the address it
-// listens on.
-func Serve(ctx context.Context, w *worker.Worker, addr string) (net.Addr, error) {
+// listens on. /metrics also serves collectors, such as the CallMetrics
+// installed in w's interceptors.
+func Serve(ctx context.Context, w *worker.Worker, addr string, collectors ...prometheus.Collector) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(NewCollector(w)); err != nil {
-		ln.Close()
-		return nil, err
+	for _, c := range append([]prometheus.Collector{NewCollector(w)}, collectors...) {
+		if err := reg.Register(c); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
