@@ -41,7 +41,7 @@ func TestUsageAndUnknownCommand(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	code, out, errs := run(t, "", "check")
-	if code != ExitOK || !strings.Contains(out, "ok  spec/rref.rspec: protocol rref v3") {
+	if code != ExitOK || !strings.Contains(out, "ok  spec/rref.rspec: protocol rref v4") {
 		t.Fatalf("check embedded: %d %q %q", code, out, errs)
 	}
 	dir := t.TempDir()
