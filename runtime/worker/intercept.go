@@ -285,6 +285,12 @@ func (w *Worker) serveIntercepted(ctx context.Context, cc *callCtx, run core.Run
 	}
 	succeeded := false
 	err = w.icept.serverChain(ctx, 0, info, func(ctx context.Context) error {
+		if refs != nil {
+			// An interceptor runs the function again (a retry): what the
+			// first run returned goes nowhere.
+			w.releaseAll(refs)
+			result, refs = nil, nil
+		}
 		var herr error
 		result, refs, herr = w.serve(ctx, cc, run, f, found, sig, signed, dst, false)
 		if herr != nil {
