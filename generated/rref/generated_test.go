@@ -15,6 +15,13 @@ func messageSamples() []Message {
 			Args:     []byte{0, 1, 255},
 			CallID:   1099511627776,
 			Function: "héllo",
+			Metadata: []MetaEntry{MetaEntry{
+				Key:   "héllo",
+				Value: []byte{0, 1, 255},
+			}, MetaEntry{
+				Key:   "héllo",
+				Value: []byte{0, 1, 255},
+			}},
 			RRefs: []RRefDesc{RRefDesc{
 				Cut: ErrorKindTooLarge,
 				Fork: ForkID{
@@ -97,6 +104,13 @@ func messageSamples() []Message {
 				Worker: WorkerID(70000),
 			},
 			Function: "héllo",
+			Metadata: []MetaEntry{MetaEntry{
+				Key:   "héllo",
+				Value: []byte{0, 1, 255},
+			}, MetaEntry{
+				Key:   "héllo",
+				Value: []byte{0, 1, 255},
+			}},
 			RRef: RRefID{
 				Local:  uint64(0xfedcba9876543210),
 				Worker: WorkerID(70000),

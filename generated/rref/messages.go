@@ -79,6 +79,8 @@ type Call struct {
 	// 0: no deadline. A duration, not a time of day: the hosts' clocks need not agree. The
 	// callee's context ends when it has passed.
 	Timeout uint64
+	// The call's metadata, each key once; empty when it has none.
+	Metadata []MetaEntry
 }
 
 func (m *Call) MessageCode() Code {
@@ -102,6 +104,10 @@ func SizeCall(v *Call) int {
 		n += SizeRRefDesc(&v.RRefs[i0])
 	}
 	n += genrt.SizeUvarint(uint64(v.Timeout))
+	n += genrt.SizeUvarint(uint64(len(v.Metadata)))
+	for i0 := range v.Metadata {
+		n += SizeMetaEntry(&v.Metadata[i0])
+	}
 	return n
 }
 
@@ -115,6 +121,10 @@ func AppendCall(b []byte, v *Call) []byte {
 		b = AppendRRefDesc(b, &v.RRefs[i0])
 	}
 	b = genrt.AppendUvarint(b, uint64(v.Timeout))
+	b = genrt.AppendUvarint(b, uint64(len(v.Metadata)))
+	for i0 := range v.Metadata {
+		b = AppendMetaEntry(b, &v.Metadata[i0])
+	}
 	return b
 }
 
@@ -173,6 +183,26 @@ func ConsumeCall(b []byte, lim *genrt.Limits) (v Call, n int, err error) {
 		}
 		v.Timeout = x
 		off += k
+	}
+	{
+		c, k, err := genrt.ConsumeCount(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Call", "metadata", off, err)
+		}
+		off += k
+		if c > 0 {
+			v.Metadata = make([]MetaEntry, c)
+		}
+		for i0 := range v.Metadata {
+			{
+				x, k, err := ConsumeMetaEntry(b[off:], lim)
+				if err != nil {
+					return v, 0, genrt.Wrap("Call", "metadata", off, err)
+				}
+				v.Metadata[i0] = x
+				off += k
+			}
+		}
 	}
 	return v, off, nil
 }
@@ -304,6 +334,8 @@ type RemoteCall struct {
 	Function string
 	Args     []byte
 	RRefs    []RRefDesc
+	// The metadata of the Remote that sent it, as Call's.
+	Metadata []MetaEntry
 }
 
 func (m *RemoteCall) MessageCode() Code {
@@ -327,6 +359,10 @@ func SizeRemoteCall(v *RemoteCall) int {
 	for i0 := range v.RRefs {
 		n += SizeRRefDesc(&v.RRefs[i0])
 	}
+	n += genrt.SizeUvarint(uint64(len(v.Metadata)))
+	for i0 := range v.Metadata {
+		n += SizeMetaEntry(&v.Metadata[i0])
+	}
 	return n
 }
 
@@ -339,6 +375,10 @@ func AppendRemoteCall(b []byte, v *RemoteCall) []byte {
 	b = genrt.AppendUvarint(b, uint64(len(v.RRefs)))
 	for i0 := range v.RRefs {
 		b = AppendRRefDesc(b, &v.RRefs[i0])
+	}
+	b = genrt.AppendUvarint(b, uint64(len(v.Metadata)))
+	for i0 := range v.Metadata {
+		b = AppendMetaEntry(b, &v.Metadata[i0])
 	}
 	return b
 }
@@ -395,6 +435,26 @@ func ConsumeRemoteCall(b []byte, lim *genrt.Limits) (v RemoteCall, n int, err er
 					return v, 0, genrt.Wrap("RemoteCall", "rrefs", off, err)
 				}
 				v.RRefs[i0] = x
+				off += k
+			}
+		}
+	}
+	{
+		c, k, err := genrt.ConsumeCount(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("RemoteCall", "metadata", off, err)
+		}
+		off += k
+		if c > 0 {
+			v.Metadata = make([]MetaEntry, c)
+		}
+		for i0 := range v.Metadata {
+			{
+				x, k, err := ConsumeMetaEntry(b[off:], lim)
+				if err != nil {
+					return v, 0, genrt.Wrap("RemoteCall", "metadata", off, err)
+				}
+				v.Metadata[i0] = x
 				off += k
 			}
 		}
@@ -1020,7 +1080,7 @@ func ConsumeCallCancel(b []byte, lim *genrt.Limits) (v CallCancel, n int, err er
 }
 
 // FrameVersion is the first byte of every frame of this protocol.
-const FrameVersion = 3
+const FrameVersion = 4
 
 // SizeFrame is the encoded size of m's frame.
 func SizeFrame(m Message) int {

@@ -283,3 +283,49 @@ func ConsumeRRefDesc(b []byte, lim *genrt.Limits) (v RRefDesc, n int, err error)
 	}
 	return v, off, nil
 }
+
+// MetaEntry is one key and value of a call's metadata: what the program, or an interceptor, sends
+// beside the arguments (a trace context, a caller's identity), as gRPC sends headers. The core
+// carries it to the function's run untouched; the protocol never reads it.
+type MetaEntry struct {
+	Key   string
+	Value []byte
+}
+
+// SizeMetaEntry is the encoded size of v.
+func SizeMetaEntry(v *MetaEntry) int {
+	n := 0
+	n += genrt.SizeBytes(len(v.Key))
+	n += genrt.SizeBytes(len(v.Value))
+	return n
+}
+
+// AppendMetaEntry appends the encoding of v to b.
+func AppendMetaEntry(b []byte, v *MetaEntry) []byte {
+	b = genrt.AppendString(b, string(v.Key))
+	b = genrt.AppendBytes(b, v.Value)
+	return b
+}
+
+// ConsumeMetaEntry decodes one MetaEntry from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeMetaEntry(b []byte, lim *genrt.Limits) (v MetaEntry, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("MetaEntry", "key", off, err)
+		}
+		v.Key = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeBytes(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("MetaEntry", "value", off, err)
+		}
+		v.Value = x
+		off += k
+	}
+	return v, off, nil
+}

@@ -41,7 +41,7 @@ func TestUsageAndUnknownCommand(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	code, out, errs := run(t, "", "check")
-	if code != ExitOK || !strings.Contains(out, "ok  spec/rref.rspec: protocol rref v3") {
+	if code != ExitOK || !strings.Contains(out, "ok  spec/rref.rspec: protocol rref v4") {
 		t.Fatalf("check embedded: %d %q %q", code, out, errs)
 	}
 	dir := t.TempDir()
@@ -61,7 +61,7 @@ func TestGraph(t *testing.T) {
 	// cluster per machine and a legend; one Mermaid diagram likewise.
 	code, out, _ := run(t, "", "graph")
 	if code != ExitOK || strings.Count(out, "digraph ") != 1 || strings.Count(out, "subgraph ") != 5 ||
-		!strings.Contains(out, `label="protocol rref, version 3: state machines"`) || !strings.Contains(out, "cluster legend") {
+		!strings.Contains(out, `label="protocol rref, version 4: state machines"`) || !strings.Contains(out, "cluster legend") {
 		t.Fatalf("graph: %d %q", code, out)
 	}
 	if dot, err := exec.LookPath("dot"); err == nil {
@@ -75,7 +75,7 @@ func TestGraph(t *testing.T) {
 		t.Log("Graphviz is not installed: the DOT document is not rendered")
 	}
 	code, out, _ = run(t, "", "graph", "-format", "mermaid")
-	if code != ExitOK || strings.Count(out, "stateDiagram-v2") != 1 || !strings.HasPrefix(out, "---\ntitle: protocol rref, version 3") ||
+	if code != ExitOK || strings.Count(out, "stateDiagram-v2") != 1 || !strings.HasPrefix(out, "---\ntitle: protocol rref, version 4") ||
 		!strings.Contains(out, "state ChildPin {") || !strings.Contains(out, "note right of Fork") {
 		t.Fatalf("graph mermaid: %d %q", code, out)
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rrefkit/rref/generated/rref"
@@ -23,6 +24,13 @@ func (c *Core) NewLocal(value []byte) HandleID {
 // worker is this one, the value is created here, with the owner's own fork
 // (fork == rref) as the handle.
 func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) (HandleID, error) {
+	return c.RemoteWithMeta(worker, fn, args, refs, nil)
+}
+
+// RemoteWithMeta is Remote with metadata, which travels in the RemoteCall
+// to the function's run (Run.Meta) and is not otherwise read. The core
+// keeps meta until the RemoteCall is sent: the caller must not change it.
+func (c *Core) RemoteWithMeta(worker WorkerID, fn string, args []byte, refs []HandleID, meta []rref.MetaEntry) (HandleID, error) {
 	if c.dead.has(worker) {
 		return 0, fmt.Errorf("%w: remote to %s", ErrPeerDead, c.who(worker))
 	}
@@ -41,7 +49,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 		c.ownersW().put(id, o)
 		h := c.newHandle(&handleRec{kind: handleSelfFork, rref: id, fork: self})
 		descs := c.forkAll(refs, c.self)
-		c.runAfter(c.self, descs, Run{Kind: RunRemote, From: c.self, RRef: id, Fn: fn, Args: args})
+		c.runAfter(c.self, descs, Run{Kind: RunRemote, From: c.self, RRef: id, Fn: fn, Args: args, Meta: meta})
 		return h, nil
 	}
 	fork := ForkID{Worker: c.self, Local: c.newID()}
@@ -52,7 +60,7 @@ func (c *Core) Remote(worker WorkerID, fn string, args []byte, refs []HandleID) 
 	u := &userRec{state: rref.UserStart, owner: worker, rref: id, fork: fork, parentW: worker}
 	c.usersW().put(fork, u)
 	u.handle = c.newHandle(&handleRec{kind: handleUser, rref: id, fork: fork})
-	c.send(worker, c.pools().remoteCall.fill(rref.RemoteCall{RRef: id, Fork: fork, Function: fn, Args: args, RRefs: c.forkAll(refs, worker)}))
+	c.send(worker, c.pools().remoteCall.fill(rref.RemoteCall{RRef: id, Fork: fork, Function: fn, Args: args, RRefs: c.forkAll(refs, worker), Metadata: meta}))
 	return u.handle, nil
 }
 
@@ -65,6 +73,13 @@ func (c *Core) Call(worker WorkerID, fn string, args []byte, refs []HandleID) (u
 // CallWithin is Call with the caller's remaining time (0: none), which
 // travels with the call and bounds the callee's run of it (Run.Timeout).
 func (c *Core) CallWithin(worker WorkerID, fn string, args []byte, refs []HandleID, timeout time.Duration) (uint64, error) {
+	return c.CallWithMeta(worker, fn, args, refs, timeout, nil)
+}
+
+// CallWithMeta is CallWithin with metadata, which travels in the Call to the
+// function's run (Run.Meta) and is not otherwise read. The core keeps meta
+// until the Call is sent: the caller must not change it.
+func (c *Core) CallWithMeta(worker WorkerID, fn string, args []byte, refs []HandleID, timeout time.Duration, meta []rref.MetaEntry) (uint64, error) {
 	if c.dead.has(worker) {
 		return 0, fmt.Errorf("%w: call to %s", ErrPeerDead, c.who(worker))
 	}
@@ -73,7 +88,7 @@ func (c *Core) CallWithin(worker WorkerID, fn string, args []byte, refs []Handle
 	}
 	id := c.newLocal()
 	c.callsW()[id] = worker
-	c.send(worker, c.pools().call.fill(rref.Call{CallID: id, Function: fn, Args: args, RRefs: c.forkAll(refs, worker), Timeout: uint64(max(timeout, 0))}))
+	c.send(worker, c.pools().call.fill(rref.Call{CallID: id, Function: fn, Args: args, RRefs: c.forkAll(refs, worker), Timeout: uint64(max(timeout, 0)), Metadata: meta}))
 	return id, nil
 }
 
@@ -386,7 +401,20 @@ func (c *Core) runAfter(from WorkerID, descs []rref.RRefDesc, run Run) {
 	// frame they came in, which the caller may reuse once it has acted on
 	// the Ready (see Deliver).
 	run.Args = bytes.Clone(run.Args)
+	run.Meta = cloneMeta(run.Meta)
 	c.receiveAll(from, descs, &pendingRun{run: run})
+}
+
+// cloneMeta is a copy of meta that aliases no frame (nil for none).
+func cloneMeta(meta []rref.MetaEntry) []rref.MetaEntry {
+	if len(meta) == 0 {
+		return nil
+	}
+	out := make([]rref.MetaEntry, len(meta))
+	for i, e := range meta {
+		out[i] = rref.MetaEntry{Key: strings.Clone(e.Key), Value: bytes.Clone(e.Value)}
+	}
+	return out
 }
 
 // receiveAll turns descriptors from worker from into handles, and arranges

@@ -28,7 +28,7 @@ func (c *Core) Deliver(from WorkerID, m rref.Message) error {
 		}
 		pastDeadline, cancelled := c.earlyCancels.get(callKey{from, m.CallID})
 		c.runAfter(from, m.RRefs, Run{Kind: RunCall, From: from, CallID: m.CallID, Fn: m.Function, Args: m.Args,
-			Timeout: callTimeout(m.Timeout), Cancelled: cancelled, PastDeadline: pastDeadline})
+			Timeout: callTimeout(m.Timeout), Cancelled: cancelled, PastDeadline: pastDeadline, Meta: m.Metadata})
 	case *rref.CallRet:
 		if c.calls[m.CallID] != from {
 			return c.refuse(from, rref.CodeCallRet, "reply to call %d, which was not made to it", m.CallID)
@@ -147,7 +147,7 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	} else {
 		c.send(from, c.pools().remoteRet.fill(rref.RemoteRet{RRef: m.RRef, Fork: m.Fork}))
 	}
-	c.runAfter(from, m.RRefs, Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args})
+	c.runAfter(from, m.RRefs, Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args, Meta: m.Metadata})
 	return nil
 }
 

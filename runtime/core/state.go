@@ -473,5 +473,10 @@ func appendRun(b []byte, r *pendingRun) []byte {
 	}
 	b = u(b, uint64(r.run.Timeout))
 	b = genrt.AppendBool(b, r.run.Cancelled)
-	return genrt.AppendBool(b, r.run.PastDeadline)
+	b = genrt.AppendBool(b, r.run.PastDeadline)
+	b = u(b, uint64(len(r.run.Meta)))
+	for i := range r.run.Meta {
+		b = rref.AppendMetaEntry(b, &r.run.Meta[i])
+	}
+	return b
 }

@@ -32,7 +32,8 @@ func fullCore() *Core {
 	c.users.put(fork, &userRec{state: 1, owner: 3, rref: RRefID{Worker: 3, Local: 9}, fork: fork,
 		parent: ForkID{Worker: 4, Local: 10}, parentW: 4, handle: 5, pinned: 1, fetching: 1, timedOut: true,
 		runs: []*pendingRun{{waiting: 1, run: Run{Kind: RunCall, From: 2, CallID: 6, RRef: RRefID{Worker: 2, Local: 11},
-			Fn: "f", Args: []byte("a"), Handles: []HandleID{7}, Timeout: 8, Cancelled: true, PastDeadline: true}}}})
+			Fn: "f", Args: []byte("a"), Handles: []HandleID{7}, Timeout: 8, Cancelled: true, PastDeadline: true,
+			Meta: []rref.MetaEntry{{Key: "k", Value: []byte("v")}}}}}})
 	c.pins.put(fork, &pinRec{state: 1, rref: id, parent: ForkID{Worker: 1, Local: 12}, child: 3, owner: 1})
 	c.handles[9] = &handleRec{kind: handleLost, rref: id, fork: fork, lost: 1, owner: 2}
 	c.fetches[10] = fetchRec{handle: 9, fork: fork}

@@ -138,6 +138,10 @@ type Run struct {
 	// PastDeadline: with Cancelled, it was the caller's deadline that
 	// passed, not its context that was cancelled.
 	PastDeadline bool
+	// Meta is the call's (or Remote's) metadata as it came: the core
+	// carries it and never reads it. Its values alias the frame as Args
+	// does.
+	Meta []rref.MetaEntry
 }
 
 // Failure is why a function failed, as it crosses the wire: its kind, the

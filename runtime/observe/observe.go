@@ -30,7 +30,8 @@ import (
 // with those of Peers' listeners: grouped by member or by value, sorted
 // and filtered by query parameters, with each value's fork tree) and
 // /debug/pprof/. It stops when ctx ends or the worker closes, and returns
-// the address it listens on.
+// the address it listens on. /metrics also serves the Collectors option's
+// collectors, such as the CallMetrics installed in w's interceptors.
 func Serve(ctx context.Context, w *worker.Worker, addr string, opts ...Option) (net.Addr, error) {
 	if w == nil {
 		return nil, errNoWorker
@@ -45,9 +46,11 @@ func Serve(ctx context.Context, w *worker.Worker, addr string, opts ...Option) (
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(NewCollector(w)); err != nil {
-		ln.Close()
-		return nil, err
+	for _, c := range append([]prometheus.Collector{NewCollector(w)}, o.collectors...) {
+		if err := reg.Register(c); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

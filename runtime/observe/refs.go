@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rrefkit/rref/internal/refview"
 	"github.com/rrefkit/rref/runtime/worker"
 )
@@ -21,8 +23,15 @@ import (
 type Option func(*options)
 
 type options struct {
-	members []*worker.Worker
-	peers   []string
+	members    []*worker.Worker
+	peers      []string
+	collectors []prometheus.Collector
+}
+
+// Collectors adds Prometheus collectors to /metrics beside the worker's
+// own counters: a CallMetrics installed in the worker's interceptors, say.
+func Collectors(cs ...prometheus.Collector) Option {
+	return func(o *options) { o.collectors = append(o.collectors, cs...) }
 }
 
 // Members adds workers of this process (a NewGroup's, say) to the

@@ -167,9 +167,22 @@ func (r *RRef[T]) ToHere(ctx context.Context) (T, error) {
 		var zero T
 		return zero, ErrUnbound
 	}
+	if r.w.icept != nil && len(r.w.icept.client) > 0 {
+		var v T
+		err := r.w.intercept(ctx, r.fetchInfo(), func(ctx context.Context) (err error) {
+			v, err = r.awaitFetch(ctx, r.startFetch(ctx, true))
+			return err
+		})
+		return v, err
+	}
 	// Waited for here, polling the owner's connection like Call, rather
 	// than on a goroutine of its own as Fetch does.
 	return r.awaitFetch(ctx, r.startFetch(ctx, true))
+}
+
+// fetchInfo describes a fetch of r to the client interceptors.
+func (r *RRef[T]) fetchInfo() CallInfo {
+	return CallInfo{Kind: CallKindFetch, Function: r.fn, Worker: r.w.name, Peer: r.Owner()}
 }
 
 // Fetch starts fetching the value at once and returns without waiting: a
@@ -179,6 +192,14 @@ func (r *RRef[T]) Fetch(ctx context.Context) *Future[T] {
 	if r == nil || r.w == nil {
 		f.err = ErrUnbound
 		close(f.done)
+		return f
+	}
+	if r.w.icept != nil && len(r.w.icept.client) > 0 {
+		var pf pendingFetch
+		r.w.interceptAsync(ctx, r.fetchInfo(),
+			func(ctx context.Context) error { pf = r.startFetch(ctx, false); return nil },
+			func(ctx context.Context) (err error) { f.v, err = r.awaitFetch(ctx, pf); return err },
+			func(err error) { f.err = err; close(f.done) })
 		return f
 	}
 	pf := r.startFetch(ctx, false)
@@ -432,7 +453,11 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 	if err != nil {
 		return pendingCall{}, err
 	}
-	if err := w.fits(id, fn, args, refs); err != nil {
+	meta, err := outgoingEntries(ctx, fn, to)
+	if err != nil {
+		return pendingCall{}, err
+	}
+	if err := w.fits(id, fn, args, refs, meta); err != nil {
 		return pendingCall{}, err
 	}
 	// The time left travels with the call, so the callee stops when the
@@ -456,7 +481,7 @@ func (w *Worker) startCall(ctx context.Context, to string, fn string, args []byt
 		if closed = w.isClosed(); closed {
 			return
 		}
-		pc.id, err = c.CallWithin(id, fn, args, refs, timeout)
+		pc.id, err = c.CallWithMeta(id, fn, args, refs, timeout, meta)
 		if err == nil {
 			w.calls.add(pc.id, pc.ch, w.defaultDue(hasDeadline))
 		}
@@ -522,6 +547,24 @@ func await[T any](ctx context.Context, w *Worker, peer core.WorkerID, conn *fifo
 // (rpc_sync). An RRef argument is forked to the callee; an RRef result
 // arrives usable at once.
 func Call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, error) {
+	if w.icept != nil && len(w.icept.client) > 0 {
+		var r R
+		err := w.intercept(ctx, CallInfo{Kind: CallKindCall, Function: fn, Worker: w.name, Peer: to}, func(ctx context.Context) (err error) {
+			r, err = call[R](ctx, w, to, fn, arg)
+			return err
+		})
+		if err != nil {
+			releaseRRefs(r) // a result an interceptor failed after the call returned it
+			var zero R
+			return zero, err
+		}
+		return r, nil
+	}
+	return call[R](ctx, w, to, fn, arg)
+}
+
+// call is Call past the client interceptors.
+func call[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (R, error) {
 	var zero R
 	buf := getWireBuf()
 	args, refs, err := encodeArgTo(w, arg, *buf)
@@ -603,6 +646,27 @@ func (f *Future[R]) Wait(ctx context.Context) (R, error) {
 // them at once.
 func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[R] {
 	f := &Future[R]{done: make(chan struct{})}
+	if w.icept != nil && len(w.icept.client) > 0 {
+		var pc pendingCall
+		w.interceptAsync(ctx, CallInfo{Kind: CallKindCall, Function: fn, Worker: w.name, Peer: to},
+			func(ctx context.Context) error {
+				args, refs, err := encodeArg(w, arg)
+				if err == nil {
+					pc, err = w.startCall(ctx, to, wireName[A, R](fn), args, refs, false)
+				}
+				return err
+			},
+			func(ctx context.Context) (err error) { f.v, err = finishCall[R, A](ctx, w, fn, pc); return err },
+			func(err error) {
+				if err != nil {
+					releaseRRefs(f.v)
+					var zero R
+					f.v, f.err = zero, err
+				}
+				close(f.done)
+			})
+		return f
+	}
 	args, refs, err := encodeArg(w, arg)
 	var pc pendingCall
 	if err == nil {
@@ -623,6 +687,27 @@ func Go[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) *Future[
 // Remote asks worker to to create a value from fn(arg) and returns a
 // reference to it at once, before the value exists (remote()).
 func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RRef[R], error) {
+	site := w.callerSite() // here, since the interceptors' frames lie between the program and remote
+	if w.icept != nil && len(w.icept.client) > 0 {
+		var r *RRef[R]
+		err := w.intercept(ctx, CallInfo{Kind: CallKindRemote, Function: fn, Worker: w.name, Peer: to}, func(ctx context.Context) (err error) {
+			r, err = remote[R](ctx, w, to, fn, arg, site)
+			return err
+		})
+		if err != nil {
+			if r != nil {
+				r.Release() // made, then failed by an interceptor: no one else holds it
+			}
+			return nil, err
+		}
+		return r, nil
+	}
+	return remote[R](ctx, w, to, fn, arg, site)
+}
+
+// remote is Remote past the client interceptors; site is the program's
+// Remote call (0 unless Config.RecordRefSites).
+func remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A, site uintptr) (*RRef[R], error) {
 	if err := storable[R](); err != nil {
 		return nil, err
 	}
@@ -637,8 +722,12 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 		return nil, err
 	}
 	wire := wireName[A, R](fn)
-	site := w.callerSite()
-	if err := w.fits(id, wire, args, refs); err != nil {
+	meta, err := outgoingEntries(ctx, wire, to)
+	if err != nil {
+		putWireBuf(buf, args, false)
+		return nil, err
+	}
+	if err := w.fits(id, wire, args, refs, meta); err != nil {
 		putWireBuf(buf, args, false)
 		return nil, err
 	}
@@ -646,7 +735,7 @@ func Remote[R, A any](ctx context.Context, w *Worker, to, fn string, arg A) (*RR
 	closed := false
 	w.apply(func(c *core.Core) {
 		if closed = w.isClosed(); !closed {
-			h, err = c.Remote(id, wire, args, refs)
+			h, err = c.RemoteWithMeta(id, wire, args, refs, meta)
 		}
 	})
 	// Sent (or refused) by now, as in Call: the arguments' buffer goes back

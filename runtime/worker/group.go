@@ -20,6 +20,9 @@ func NewGroup(names []string, cfg Config) ([]*Worker, error) {
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
+	if err := checkInterceptors(cfg); err != nil {
+		return nil, err
+	}
 	ws := make([]*Worker, len(names))
 	for i := range names {
 		ws[i] = newWorker(names, core.WorkerID(i+1), cfg)
@@ -93,6 +96,9 @@ type Peer struct {
 func Start(ctx context.Context, self string, peers []Peer, secret []byte, cfg Config) (*Worker, error) {
 	plan, err := planGroup(peers, secret)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkInterceptors(cfg); err != nil {
 		return nil, err
 	}
 	names := plan.names

@@ -27,11 +27,14 @@ const (
 
 // fits refuses a call or Remote to another worker whose frame could exceed
 // the transport's message limit.
-func (w *Worker) fits(to core.WorkerID, fn string, args []byte, refs []core.HandleID) error {
+func (w *Worker) fits(to core.WorkerID, fn string, args []byte, refs []core.HandleID, meta []rref.MetaEntry) error {
 	if to == w.id {
 		return nil // no transport between a worker and itself
 	}
 	bound := frameSlack + len(fn) + len(args) + len(refs)*(descSlack+maxTypeNames)
+	for i := range meta {
+		bound += rref.SizeMetaEntry(&meta[i])
+	}
 	if bound > w.maxMessage {
 		name, _, _ := splitWireName(fn)
 		return fmt.Errorf("%w: %d bytes of arguments to %s on %s, limit %d per message", ErrTooLarge, len(args), name, w.nameOf(to), w.maxMessage)

@@ -313,3 +313,30 @@ func TestRefNotesArePruned(t *testing.T) {
 	}
 	keep.Release()
 }
+
+// TestRefSiteThroughInterceptors: with client interceptors around Remote,
+// the site recorded is still the program's line, not one inside the
+// interceptor chain (the chain adds frames between the two).
+func TestRefSiteThroughInterceptors(t *testing.T) {
+	pass := func(ctx context.Context, _ CallInfo, invoke Invoker) error { return invoke(ctx) }
+	ws, err := NewGroup([]string{"A", "B"}, Config{Logger: quiet, RecordRefSites: true,
+		ClientInterceptors: []ClientInterceptor{pass, pass},
+		Setup: func(w *Worker) {
+			Register(w, "add", func(ctx context.Context, x [2]int) (int, error) { return x[0] + x[1], nil })
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defer ShutdownGroup(ctx, ws)
+	r, err := Remote[int](ctx, ws[0], "B", "add", [2]int{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	s := waitRefs(t, ctx, ws[0], "the Remote's reference", func(s RefsSnapshot) bool { return len(s.References) == 1 })
+	if site := s.References[0].Site; !strings.Contains(site, "refs_test.go:") {
+		t.Fatalf("site %q, want the test's own line", site)
+	}
+}

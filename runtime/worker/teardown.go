@@ -133,28 +133,41 @@ func panicFrames(stack []byte, n int) string {
 // callUser runs a registered function with panics and runtime.Goexit
 // contained: a panic becomes the call's error; a Goexit cannot be stopped,
 // so the call is answered from the unwinding goroutine, and a receiver it
-// ran on is replaced, so its connection is not left without a reader.
-func (w *Worker) callUser(ctx context.Context, h handler, run core.Run, dst []byte) (res []byte, refs []core.HandleID, err error) {
+// ran on is replaced, so its connection is not left without a reader. cc
+// is a call's context (nil for a Remote).
+func (w *Worker) callUser(ctx context.Context, cc *callCtx, h handler, run core.Run, dst []byte) (res []byte, refs []core.HandleID, err error) {
 	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		if p := recover(); p != nil {
-			stack := debug.Stack()
-			w.cfg.Logger.Error("rref function panicked", "worker", w.name, "function", run.Fn, "caller", w.nameOf(run.From),
-				"panic", fmt.Sprint(p), "stack", string(stack))
-			err = fmt.Errorf("panic: %v\n%s", p, panicFrames(stack, panicFramesCarried))
-			return
-		}
-		w.cfg.Logger.Warn("rref function called runtime.Goexit", "worker", w.name, "function", run.Fn)
-		if r, ok := ctx.Value(receiverKey{}).(*receiver); ok && r.replaced.CompareAndSwap(false, true) {
-			w.startReceiver(r.from, r.conn)
-		}
-		cc, _ := ctx.(*callCtx)
-		w.answer(run, cc, nil, nil, nil, fmt.Errorf("%w: %s", errGoexit, run.Fn))
-	}()
+	defer w.contained(ctx, cc, run, &returned, &err)
 	res, refs, err = h(ctx, w, run.Args, run.Handles, dst)
 	returned = true
 	return res, refs, err
+}
+
+// contained is deferred by the outermost frame that runs a peer's call in
+// user code (the function, or the server interceptors around it), which
+// sets *returned as it returns: a panic becomes *err, and a runtime.Goexit
+// answers the call (see callUser).
+func (w *Worker) contained(ctx context.Context, cc *callCtx, run core.Run, returned *bool, err *error) {
+	if *returned {
+		return
+	}
+	if p := recover(); p != nil {
+		*err = w.panicked(run, p)
+		return
+	}
+	w.cfg.Logger.Warn("rref function called runtime.Goexit", "worker", w.name, "function", run.Fn)
+	if r, ok := ctx.Value(receiverKey{}).(*receiver); ok && r.replaced.CompareAndSwap(false, true) {
+		w.startReceiver(r.from, r.conn)
+	}
+	w.answer(run, cc, nil, nil, nil, fmt.Errorf("%w: %s", errGoexit, run.Fn))
+}
+
+// panicked is the error of a call whose code panicked with p (called in
+// the deferred recover): the panic and where it happened, the whole stack
+// going to the log.
+func (w *Worker) panicked(run core.Run, p any) error {
+	stack := debug.Stack()
+	w.cfg.Logger.Error("rref function panicked", "worker", w.name, "function", run.Fn, "caller", w.nameOf(run.From),
+		"panic", fmt.Sprint(p), "stack", string(stack))
+	return fmt.Errorf("panic: %v\n%s", p, panicFrames(stack, panicFramesCarried))
 }

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,12 @@ type Config struct {
 	// Setup, when set, runs on each new worker before any peer is connected:
 	// register functions here, so no call can arrive before its function.
 	Setup func(w *Worker)
+	// ServerInterceptors run, in order (the first outermost), around each
+	// function a peer's Call, Go or Remote runs on this worker, and
+	// ClientInterceptors around each Call, Go, Remote, ToHere and Fetch it
+	// makes (see intercept.go). With none, a call costs nothing more.
+	ServerInterceptors []ServerInterceptor
+	ClientInterceptors []ClientInterceptor
 	// jitter delays each protocol message by the duration it returns
 	// before sending it, so messages overtake one another (the protocol
 	// assumes no delivery order). For tests: set through hooks.WorkerJitter.
@@ -207,6 +214,7 @@ type Worker struct {
 	// maxMessage is the largest frame the transport takes (fifo.Config.MaxMessage).
 	maxMessage int
 	bar        barrier
+	icept      *interceptors // nil when Config has none
 
 	stats struct {
 		bytesOut, bytesIn  atomic.Uint64 // frame counts are w.bar's
@@ -232,6 +240,9 @@ func newWorker(names []string, id core.WorkerID, cfg Config) *Worker {
 	w.readies.New = func() any { return new(core.Ready) }
 	w.acks.delay = ackDelay
 	w.maxMessage = maxMessageOf(w.cfg.FIFO)
+	if len(cfg.ServerInterceptors)+len(cfg.ClientInterceptors) > 0 {
+		w.icept = &interceptors{server: slices.Clone(cfg.ServerInterceptors), client: slices.Clone(cfg.ClientInterceptors)}
+	}
 	w.readyFrom, w.readyNote = make([]atomic.Bool, len(names)), make(chan struct{}, 1)
 
 	w.recordSites.Store(w.cfg.RecordRefSites)
@@ -633,35 +644,55 @@ func (w *Worker) execute(ctx context.Context, run core.Run) {
 	w.fmu.RLock()
 	f, ok := w.funcs[name]
 	w.fmu.RUnlock()
+	ctx = withIncoming(ctx, run.Meta)
 	var result []byte
 	var refs []core.HandleID
 	var err error
-	switch {
-	case !ok:
-		err = &localFailure{rref.ErrorKindUnknownFunction, fmt.Errorf("%w %q on %s", ErrUnknownFunction, name, w.name)}
-	case signed && sig != f.sig:
-		err = &localFailure{rref.ErrorKindTypeMismatch, fmt.Errorf("%w: %s on %s %s", ErrTypeMismatch, name, w.name, f.types)}
-	case ctx.Err() != nil:
-		err = ctx.Err() // cancelled, or past its deadline, before it began
-	default:
-		var dst []byte
-		if run.Kind == core.RunCall { // a Remote's value stays with its owner: no buffer to give back
-			buf := getWireBuf()
-			dst = *buf
-			// Given back once the answer is out, unless keepsSent says the
-			// result is still read.
-			defer func() { putWireBuf(buf, result, w.keepsSent(run.From, len(refs))) }()
-		}
-		result, refs, err = w.callUser(ctx, f.h, run, dst)
-		if run.Kind == core.RunRemote && len(refs) > 0 && err == nil {
-			err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, name)
-		}
+	var dst []byte
+	if run.Kind == core.RunCall { // a Remote's value stays with its owner: no buffer to give back
+		buf := getWireBuf()
+		dst = *buf
+		// Given back once the answer is out, unless keepsSent says the
+		// result is still read.
+		defer func() { putWireBuf(buf, result, w.keepsSent(run.From, len(refs))) }()
+	}
+	if w.icept == nil {
+		result, refs, err = w.serve(ctx, cc, run, f, ok, sig, signed, dst, true)
+	} else {
+		result, refs, err = w.serveIntercepted(ctx, cc, run, f, ok, sig, signed, dst)
 	}
 	var made reflect.Type // the type of the value a Remote made, for LeakError and Refs
 	if run.Kind == core.RunRemote && err == nil {
 		made = f.result
 	}
 	w.answer(run, cc, made, result, refs, err)
+}
+
+// serve runs the function a run names, f (found: registered), unless it
+// cannot run: no such function, the caller's types are not its own
+// (signed: the caller sent its types' fingerprint sig), or the call ended
+// before it began. contain runs it with panics and runtime.Goexit
+// contained (callUser; cc is a call's context, nil for a Remote's run);
+// inside a server interceptor chain, which contains them itself, it is
+// false (callFunction).
+func (w *Worker) serve(ctx context.Context, cc *callCtx, run core.Run, f registered, found bool, sig uint64, signed bool, dst []byte, contain bool) (result []byte, refs []core.HandleID, err error) {
+	switch {
+	case !found:
+		return nil, nil, &localFailure{rref.ErrorKindUnknownFunction, fmt.Errorf("%w %q on %s", ErrUnknownFunction, run.Fn, w.name)}
+	case signed && sig != f.sig:
+		return nil, nil, &localFailure{rref.ErrorKindTypeMismatch, fmt.Errorf("%w: %s on %s %s", ErrTypeMismatch, run.Fn, w.name, f.types)}
+	case ctx.Err() != nil:
+		return nil, nil, ctx.Err() // cancelled, or past its deadline, before it began
+	}
+	if contain {
+		result, refs, err = w.callUser(ctx, cc, f.h, run, dst)
+	} else {
+		result, refs, err = w.callFunction(ctx, f.h, run, dst)
+	}
+	if run.Kind == core.RunRemote && len(refs) > 0 && err == nil {
+		err = fmt.Errorf("%w: function %s returned RRefs to a Remote", ErrRRefInValue, run.Fn)
+	}
+	return result, refs, err
 }
 
 // answer completes a function the core asked for with its outcome; cc is
