@@ -220,8 +220,13 @@ type Options struct {
 	Liveness bool
 	// WeakFairness is Liveness under weak fairness per agent (Agents): a
 	// cycle on which some agent could take a step in every state, yet takes
-	// none, is one no fair scheduler keeps to, and is not reported.
+	// none, is one no fair scheduler keeps to, and is not reported. A
+	// Symmetric model is explored without its symmetry meanwhile: a
+	// renaming renames the agents fairness is judged by.
 	WeakFairness bool
+	// NoSymmetry explores a Symmetric model state by state, as if it were
+	// none: the differential tests compare the two searches.
+	NoSymmetry bool
 }
 
 func (o *Options) defaults() {
@@ -289,6 +294,14 @@ type Result struct {
 	// ReplayLasso replays the two.
 	Cycle      []int
 	CycleTrace []string
+	// Renamings is, for a search of a Symmetric model, how many renamings
+	// of its instances it keyed states under (0: none): States then counts
+	// classes of up to that many states each.
+	Renamings int
+	// Refused is why the search did not run (errors.Is ErrRefused): the
+	// model's declarations, or the options with them, cannot be explored
+	// soundly. Truncated says the same, so that the result is incomplete.
+	Refused error
 }
 
 // Passed reports whether no violation was found.
