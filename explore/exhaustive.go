@@ -456,6 +456,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		once sync.Once
 		wg   sync.WaitGroup
 	)
+	stopCoverage := startCoverage(func() M { return first }, opt)
 	for i := range workers {
 		w := &worker[M]{s: s, onPath: map[stateKey]bool{}, reduce: reduce, canon: canon.clone()}
 		w.reorder = reorderer && reduce
@@ -493,6 +494,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		}()
 	}
 	wg.Wait()
+	stopCoverage(&r)
 	r.States = int(s.memo.size.Load())
 	r.Cyclic = s.cyclic.Load()
 	r.Transitions = s.steps.Load()

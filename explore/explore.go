@@ -227,6 +227,15 @@ type Options struct {
 	// NoSymmetry explores a Symmetric model state by state, as if it were
 	// none: the differential tests compare the two searches.
 	NoSymmetry bool
+	// Coverage reports in Result.Coverage which of the spec's transitions
+	// the search's steps took, for a model that runs machines rrefgen
+	// generated (a Coverer names them, to list those never stepped too).
+	// It counts through genrt's step observer, which sees every generated
+	// machine in the process: searches that record coverage run one at a
+	// time, and other code stepping generated machines meanwhile is
+	// counted too. The steps of the search proper are counted, not those
+	// of the search for a shorter failing schedule or of a replay.
+	Coverage bool
 }
 
 func (o *Options) defaults() {
@@ -298,6 +307,9 @@ type Result struct {
 	// of its instances it keyed states under (0: none): States then counts
 	// classes of up to that many states each.
 	Renamings int
+	// Coverage is, under Options.Coverage, the spec transitions the
+	// search's steps took and those they did not.
+	Coverage *Coverage
 	// Refused is why the search did not run (errors.Is ErrRefused): the
 	// model's declarations, or the options with them, cannot be explored
 	// soundly. Truncated says the same, so that the result is incomplete.
