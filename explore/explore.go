@@ -18,6 +18,19 @@
 // lets the exhaustive search skip orders of steps that commute (sleep
 // sets): every state is still entered, with far fewer transitions.
 //
+// A model with interchangeable instances ([Symmetric]: N clients running
+// one program) lets the exhaustive search keep one state of each class of
+// states alike but for the instances' names: it keys states by the least
+// encoding over every renaming, and steps only the model's own states, so
+// that every schedule it reports replays as it is, is the shortest, and
+// the schedules are still counted exactly. Sleep sets and weak fairness,
+// which name steps and agents as a renaming does not, turn it off.
+//
+// A model that steps state machines rrefgen generated can have the
+// search report which of the spec's transitions it took and which it
+// never did ([Options.Coverage], [Coverage]), counted through the step
+// observer the generated code calls.
+//
 // End checks see a run that stops where it must not; they cannot see one
 // that never stops, such as a client resending its request forever while
 // it waits. A model that says which of its states are hot ([Hotter]: a
