@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/explore"
+	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/genrt"
 )
 
 // The scenario runner is one model of package explore: these are its types.
@@ -53,6 +55,10 @@ type Options struct {
 	// Progress, when set, is told of a long exhaustive search: the states
 	// seen and the time spent, about every ProgressEvery.
 	Progress func(states int, elapsed time.Duration)
+	// Coverage reports in Result.Coverage which transitions of the RRef
+	// spec's machines the search's steps took (explore.Options.Coverage):
+	// searches that record it run one at a time.
+	Coverage bool
 	// checkClones runs explore's clone check over encodings computed
 	// afresh, cached ones ignored (world.fresh): the tests' proof that the
 	// copy-on-write of cores, program and monitor shares nothing a step writes.
@@ -65,8 +71,20 @@ const ProgressEvery = explore.ProgressEvery
 func (o Options) explore() explore.Options {
 	return explore.Options{Mode: o.Mode, MaxStates: o.MaxStates, MaxDepth: o.MaxDepth, MaxMemory: o.MaxMemory,
 		Timeout: o.Timeout, Seed: o.Seed, Walks: o.Walks, Depth: o.Depth, Workers: o.Workers, Progress: o.Progress,
-		CheckClones: o.checkClones, NoSleepSets: o.NoSleepSets || o.Unreduced, ReorderAfter: o.reorderAfter}
+		CheckClones: o.checkClones, NoSleepSets: o.NoSleepSets || o.Unreduced, ReorderAfter: o.reorderAfter,
+		Coverage: o.Coverage}
 }
+
+// Machines implements explore.Coverer: a coverage report lists every
+// machine of the RRef spec, those a scenario never steps too.
+//
+// The world is no explore.Symmetric, though its workers run one core: a
+// scenario names its workers in its commands, so a world with two workers
+// renamed is a state of another program, and each core draws its ids from
+// a seed of its own, which travel in messages that no renaming of workers
+// maps onto each other. Programs alike but for their workers' names are
+// the symmetry the suite has, and Enumerate writes each of them once.
+func (w *world) Machines() []*genrt.MachineInfo { return rref.Machines }
 
 // Result is the outcome of exploring one scenario.
 type Result struct {

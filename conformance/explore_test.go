@@ -278,3 +278,34 @@ func TestEnumeratedProgramsPass(t *testing.T) {
 	}
 	t.Logf("%d programs, %d states", n, states)
 }
+
+// TestCoverageOfAScenario: a value made remotely and released before its
+// creator's fork is confirmed steps the owner from absent to pending and
+// the fork from unknown to known; the report lists every machine of the
+// spec, in its order, whichever the scenario steps; the transitions taken
+// do not depend on the sleep sets, which skip orders, not states.
+func TestCoverageOfAScenario(t *testing.T) {
+	sc, err := Parse("covered", []byte("# remote, then released at once\nworkers A B\nremote A B r 1\nrelease A r\nsettle\nexpect clean\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reduced := Explore(sc, Options{Coverage: true})
+	every := Explore(sc, Options{Coverage: true, NoSleepSets: true})
+	if !reduced.Passed() || reduced.Coverage == nil || len(reduced.Coverage.Machines) != len(rref.Machines) {
+		t.Fatalf("%v, coverage %+v", reduced.Violation, reduced.Coverage)
+	}
+	for i, m := range reduced.Coverage.Machines {
+		if m.Info != rref.Machines[i] {
+			t.Errorf("machine %d is %s, the spec's is %s", i, m.Info.Name, rref.Machines[i].Name)
+		}
+	}
+	report := reduced.Coverage.Report()
+	for _, want := range []string{"absent --Create--> pending", "unknown --Create--> known"} {
+		if i := strings.Index(report, want); i < 0 || strings.HasPrefix(strings.TrimSpace(report[i+len(want):]), "never") {
+			t.Errorf("%q not taken:\n%s", want, report)
+		}
+	}
+	if a, b := fmt.Sprint(reduced.Coverage.NotTaken()), fmt.Sprint(every.Coverage.NotTaken()); a != b {
+		t.Errorf("not taken under sleep sets %s, without %s", a, b)
+	}
+}

@@ -158,10 +158,12 @@ func heapBytes() uint64 {
 // choices in the model's order; the others in a shuffled order of their own,
 // so that they spread over the state graph and meet in the shared memo.
 type worker[M Model[M]] struct {
-	s    *search[M]
-	rng  *rand.Rand // nil for worker 0
-	buf  []byte
-	path []int
+	s   *search[M]
+	rng *rand.Rand // nil for worker 0
+	buf []byte
+	// canon keys states: by class under a Symmetric model's renamings.
+	canon *canonizer[M]
+	path  []int
 	// onPath holds the states on the path from the start: a step back to
 	// one closes a cycle, which is not followed again.
 	onPath map[stateKey]bool
@@ -225,8 +227,7 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		s.fail(w.path, nil)
 		return memoEntry{}
 	}
-	w.buf = m.AppendState(w.buf[:0])
-	k := s.hash.key(w.buf)
+	k := s.hash.key(w.canon.encode(m))
 	w.reached, w.reachedSet = k, true
 	if depth == 0 && w.rng == nil {
 		s.start = k
@@ -305,7 +306,7 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 	entered := len(w.sleep) - lo // the sleep set on entry; steps taken join it
 	var before []byte            // m's encoding, when clones are checked
 	if s.opt.CheckClones {
-		before = bytes.Clone(w.buf)
+		before = m.AppendState(nil)
 	}
 	w.onPath[k] = true
 	defer delete(w.onPath, k)
@@ -427,9 +428,22 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	if liveness && hotter {
 		s.live = newLiveGraph(opt.WeakFairness)
 	}
+	// Weak fairness is judged per agent, and a renaming renames agents:
+	// a cycle of classes says nothing of which agent steps on the model's
+	// own cycle. Symmetry is off meanwhile.
+	symOpt := opt
+	symOpt.NoSymmetry = opt.NoSymmetry || opt.WeakFairness
+	canon, err := newCanonizer(first, symOpt)
+	if err != nil {
+		return Result{Refused: err, Truncated: err.Error()}
+	}
+	symmetric := canon.perms != nil
 	// Sleep sets keep every state, not every transition: a cycle, or a
-	// step a cycle leaves waiting, may be among those they skip.
-	reduce := commuter && !opt.NoSleepSets && s.live == nil
+	// step a cycle leaves waiting, may be among those they skip. The
+	// events a state left asleep are named as in the state explored,
+	// which another state of its class names otherwise: under symmetry,
+	// the memo cannot tell which steps of the other were taken.
+	reduce := commuter && !opt.NoSleepSets && s.live == nil && !symmetric
 	_, reorderer := any(first).(Reorderer)
 	_, recycler := any(first).(Recycler)
 	workers := opt.Workers
@@ -442,8 +456,9 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		once sync.Once
 		wg   sync.WaitGroup
 	)
+	stopCoverage := startCoverage(func() M { return first }, opt)
 	for i := range workers {
-		w := &worker[M]{s: s, onPath: map[stateKey]bool{}, reduce: reduce}
+		w := &worker[M]{s: s, onPath: map[stateKey]bool{}, reduce: reduce, canon: canon.clone()}
 		w.reorder = reorderer && reduce
 		w.recycle = recycler
 		if i > 0 {
@@ -479,9 +494,13 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		}()
 	}
 	wg.Wait()
+	stopCoverage(&r)
 	r.States = int(s.memo.size.Load())
 	r.Cyclic = s.cyclic.Load()
 	r.Transitions = s.steps.Load()
+	if symmetric {
+		r.Renamings = len(canon.perms)
+	}
 	if reduce {
 		// Sleep sets skip orders: the schedules through the state graph
 		// are not all walked, so they are not counted.
@@ -497,10 +516,10 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	if s.failed {
 		r.States = entered
 		r.Schedules = 0
-		reportShortest(start, opt, began, s.failing, s.failedBy, &r)
+		reportShortest(start, opt, canon.clone(), began, s.failing, s.failedBy, &r)
 		return r
 	}
-	if s.live != nil && reportLasso(start, opt, s.live, s.start, s.truncated, &r) {
+	if s.live != nil && reportLasso(start, opt, s.hash, canon.clone(), s.live, s.start, s.truncated, &r) {
 		if s.truncated != "" {
 			r.States = entered
 		}
@@ -523,10 +542,22 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 // truncated is why the search stopped short, if it did: a lasso in the
 // part it explored is one all the same, but a shorter way into another
 // may run through states it did not enter.
-func reportLasso[M Model[M]](start func() M, opt Options, g *liveGraph, from stateKey, truncated string, r *Result) bool {
-	prefix, cycle, found := g.lasso(from)
+func reportLasso[M Model[M]](start func() M, opt Options, hash hasher, canon *canonizer[M], g *liveGraph, from stateKey, truncated string, r *Result) bool {
+	l, found := g.lasso(from)
 	if !found {
 		return false
+	}
+	prefix, cycle := l.prefix, l.cycle
+	if canon.perms != nil {
+		// The graph's states are classes, its steps numbered as in the
+		// state of each class the search explored: the model's own lasso
+		// is found again through the model's own states.
+		var why string
+		if prefix, cycle, why = realizeLasso(start, opt, hash, canon, g, l); why != "" {
+			r.Violation = &Violation{Invariant: "symmetry", Detail: why}
+			r.Schedule, r.NotShortest = prefix, "the failure does not replay"
+			return true
+		}
 	}
 	res := ReplayLasso(start, prefix, cycle, opt.WeakFairness)
 	r.Violation, r.Trace, r.Schedule, r.Cycle, r.CycleTrace = res.Violation, res.Trace, prefix, cycle, res.CycleTrace
@@ -550,8 +581,8 @@ func reportLasso[M Model[M]](start func() M, opt Options, g *liveGraph, from sta
 // schedule the depth-first search failed on (met: what failed, for a
 // panic), or from a shorter one the breadth-first search finds, and says
 // whether the schedule reported is the shortest that fails.
-func reportShortest[M Model[M]](start func() M, opt Options, began time.Time, failing []int, met *Violation, r *Result) {
-	path, found, why := shortest(start, opt, began, len(failing))
+func reportShortest[M Model[M]](start func() M, opt Options, canon *canonizer[M], began time.Time, failing []int, met *Violation, r *Result) {
+	path, found, why := shortest(start, opt, canon, began, len(failing))
 	if found {
 		if res, ok := confirm(start, path, nil); ok {
 			r.Violation, r.Trace, r.Schedule, r.Shortest = res.Violation, res.Trace, path, true
@@ -586,7 +617,10 @@ type bfsNode[M any] struct {
 // one, why is empty when every shorter schedule passes, and otherwise says
 // what stopped the search and what it showed. A panic in the model's code
 // fails the schedule it was met on.
-func shortest[M Model[M]](start func() M, opt Options, began time.Time, longest int) (path []int, found bool, why string) {
+//
+// Under symmetry it keeps one state of each class, as the depth-first
+// search does: a state renamed fails in as many steps as the state.
+func shortest[M Model[M]](start func() M, opt Options, canon *canonizer[M], began time.Time, longest int) (path []int, found bool, why string) {
 	if longest == 0 {
 		return nil, false, "" // the start fails: nothing is shorter
 	}
@@ -594,7 +628,6 @@ func shortest[M Model[M]](start func() M, opt Options, began time.Time, longest 
 	var (
 		nodes   []bfsNode[M]
 		seen    = map[stateKey]bool{}
-		buf     []byte
 		choices []int // the model may reuse its slice in a child's Choices
 		// at is the node being expanded and pos the choice taken from it
 		// (-1: none yet), for the schedule a panic is blamed on.
@@ -626,8 +659,7 @@ func shortest[M Model[M]](start func() M, opt Options, began time.Time, longest 
 		if m.Violation() != nil {
 			return true
 		}
-		buf = m.AppendState(buf[:0])
-		k := hash.key(buf)
+		k := hash.key(canon.encode(m))
 		if seen[k] {
 			return false
 		}

@@ -18,6 +18,19 @@
 // lets the exhaustive search skip orders of steps that commute (sleep
 // sets): every state is still entered, with far fewer transitions.
 //
+// A model with interchangeable instances ([Symmetric]: N clients running
+// one program) lets the exhaustive search keep one state of each class of
+// states alike but for the instances' names: it keys states by the least
+// encoding over every renaming, and steps only the model's own states, so
+// that every schedule it reports replays as it is, is the shortest, and
+// the schedules are still counted exactly. Sleep sets and weak fairness,
+// which name steps and agents as a renaming does not, turn it off.
+//
+// A model that steps state machines rrefgen generated can have the
+// search report which of the spec's transitions it took and which it
+// never did ([Options.Coverage], [Coverage]), counted through the step
+// observer the generated code calls.
+//
 // End checks see a run that stops where it must not; they cannot see one
 // that never stops, such as a client resending its request forever while
 // it waits. A model that says which of its states are hot ([Hotter]: a
@@ -220,8 +233,22 @@ type Options struct {
 	Liveness bool
 	// WeakFairness is Liveness under weak fairness per agent (Agents): a
 	// cycle on which some agent could take a step in every state, yet takes
-	// none, is one no fair scheduler keeps to, and is not reported.
+	// none, is one no fair scheduler keeps to, and is not reported. A
+	// Symmetric model is explored without its symmetry meanwhile: a
+	// renaming renames the agents fairness is judged by.
 	WeakFairness bool
+	// NoSymmetry explores a Symmetric model state by state, as if it were
+	// none: the differential tests compare the two searches.
+	NoSymmetry bool
+	// Coverage reports in Result.Coverage which of the spec's transitions
+	// the search's steps took, for a model that runs machines rrefgen
+	// generated (a Coverer names them, to list those never stepped too).
+	// It counts through genrt's step observer, which sees every generated
+	// machine in the process: searches that record coverage run one at a
+	// time, and other code stepping generated machines meanwhile is
+	// counted too. The steps of the search proper are counted, not those
+	// of the search for a shorter failing schedule or of a replay.
+	Coverage bool
 }
 
 func (o *Options) defaults() {
@@ -289,6 +316,17 @@ type Result struct {
 	// ReplayLasso replays the two.
 	Cycle      []int
 	CycleTrace []string
+	// Renamings is, for a search of a Symmetric model, how many renamings
+	// of its instances it keyed states under (0: none): States then counts
+	// classes of up to that many states each.
+	Renamings int
+	// Coverage is, under Options.Coverage, the spec transitions the
+	// search's steps took and those they did not.
+	Coverage *Coverage
+	// Refused is why the search did not run (errors.Is ErrRefused): the
+	// model's declarations, or the options with them, cannot be explored
+	// soundly. Truncated says the same, so that the result is incomplete.
+	Refused error
 }
 
 // Passed reports whether no violation was found.

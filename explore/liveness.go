@@ -292,10 +292,10 @@ func (g *liveGraph) violating(c int32, mem []int32, comp []int32, taken []bool) 
 // cycle, and the cycle is the shortest from it back to it (under weak
 // fairness, one built to take each agent it would leave enabled
 // throughout, not always the shortest). found is false when there is none.
-func (g *liveGraph) lasso(start stateKey) (prefix, cycle []int, found bool) {
+func (g *liveGraph) lasso(start stateKey) (l lassoPath, found bool) {
 	root, ok := g.ids[start]
 	if !ok || !g.nodes[root].expanded {
-		return nil, nil, false
+		return l, false
 	}
 	comp, members, first := g.sccs(func(v int32) bool { return g.nodes[v].expanded && g.nodes[v].hot })
 	bad := make([]bool, len(first)-1)
@@ -306,7 +306,7 @@ func (g *liveGraph) lasso(start stateKey) (prefix, cycle []int, found bool) {
 		some = some || bad[c]
 	}
 	if !some {
-		return nil, nil, false
+		return l, false
 	}
 	// Breadth first from the start, through every state expanded: the
 	// first state met on a violating cycle.
@@ -317,11 +317,14 @@ func (g *liveGraph) lasso(start stateKey) (prefix, cycle []int, found bool) {
 		queue = queue[1:]
 		if c := comp[v]; c >= 0 && bad[c] {
 			for at := v; parent[at].from >= 0; at = parent[at].from {
-				prefix = append(prefix, int(parent[at].pos))
+				l.prefix = append(l.prefix, int(parent[at].pos))
+				l.through = append(l.through, at)
 			}
-			slices.Reverse(prefix)
-			cycle, found = g.cycleFrom(v, comp)
-			return prefix, cycle, found
+			slices.Reverse(l.prefix)
+			slices.Reverse(l.through)
+			l.comp, l.c = comp, c
+			l.cycle, found = g.cycleFrom(v, comp)
+			return l, found
 		}
 		if !g.nodes[v].expanded {
 			continue
@@ -333,7 +336,25 @@ func (g *liveGraph) lasso(start stateKey) (prefix, cycle []int, found bool) {
 			}
 		}
 	}
-	return nil, nil, false // unreachable: every expanded state was reached from the start
+	return l, false // unreachable: every expanded state was reached from the start
+}
+
+// lassoPath is a lasso in the state graph: prefix from the start into the
+// component c (of comp), through the states through, then cycle back.
+type lassoPath struct {
+	prefix, cycle []int
+	through       []int32
+	comp          []int32
+	c             int32
+}
+
+// keys maps each node back to its state's key.
+func (g *liveGraph) keys() []stateKey {
+	out := make([]stateKey, len(g.nodes))
+	for k, id := range g.ids {
+		out[id] = k
+	}
+	return out
 }
 
 type liveEdgeFrom struct {

@@ -13,6 +13,8 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 	hash := newHasher()
 	seen := map[stateKey]bool{}
 	var buf []byte
+	stopCoverage := startCoverage(start, opt)
+	var failedBy *Violation
 	for i := 0; i < opt.Walks; i++ {
 		if opt.Timeout > 0 && time.Since(began) > opt.Timeout {
 			r.Truncated = fmt.Sprintf("time bound %v reached after %d walks", opt.Timeout, i)
@@ -31,11 +33,15 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 			break
 		}
 		if v != nil {
-			res, _ := confirm(start, path, v)
-			r.Violation, r.Trace, r.Schedule, r.Seed = res.Violation, res.Trace, path, seed
-			r.NotShortest = fmt.Sprintf("%s walks report the first failing schedule they meet, not the shortest (the exhaustive mode finds that)", opt.Mode)
+			failedBy, r.Schedule, r.Seed = v, path, seed
 			break
 		}
+	}
+	stopCoverage(&r) // before the replay: the walks' steps only
+	if failedBy != nil {
+		res, _ := confirm(start, r.Schedule, failedBy)
+		r.Violation, r.Trace = res.Violation, res.Trace
+		r.NotShortest = fmt.Sprintf("%s walks report the first failing schedule they meet, not the shortest (the exhaustive mode finds that)", opt.Mode)
 	}
 	r.States = len(seen)
 	if (opt.Liveness || opt.WeakFairness) && r.Violation == nil && r.Truncated == "" {

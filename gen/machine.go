@@ -144,8 +144,12 @@ func genMachine(f *jen.File, m *spec.Machine) {
 			jen.Case(jen.Lit(cellIllegal)).Block(
 				jen.Return(jen.Id("s"), jen.Lit(0), jen.Op("&").Add(rt("TransitionError")).Values(jen.Dict{
 					jen.Id("Machine"): jen.Lit(m.Name), jen.Id("State"): jen.Id("s").Dot("String").Call(), jen.Id("Event"): jen.Id("e").Dot("String").Call()}))),
-			jen.Case(jen.Lit(cellIgnore)).Block(jen.Return(jen.Id("s"), rt("Ignored"), jen.Nil())),
-			jen.Default().Block(jen.Return(jen.Id(st).Call(jen.Id("c").Op("-").Lit(cellBase)), rt("Moved"), jen.Nil())),
+			jen.Case(jen.Lit(cellIgnore)).Block(
+				observeStep(m, jen.Int().Call(jen.Id("s")), "Ignored"),
+				jen.Return(jen.Id("s"), rt("Ignored"), jen.Nil())),
+			jen.Default().Block(
+				observeStep(m, jen.Int().Call(jen.Id("c").Op("-").Lit(cellBase)), "Moved"),
+				jen.Return(jen.Id(st).Call(jen.Id("c").Op("-").Lit(cellBase)), rt("Moved"), jen.Nil())),
 		),
 	)
 	f.Line()

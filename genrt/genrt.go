@@ -22,10 +22,14 @@ import (
 //
 // fails to compile (a negative constant converted to an unsigned type) when the
 // generated code is older than MinVersion or newer than MaxVersion.
+//
+// Version 2 added Observing and Observe, which generated step functions
+// call (a step observer, for coverage); code generated for version 1 does
+// not call them and still compiles.
 const (
-	Version    = 1
+	Version    = 2
 	MinVersion = 1
-	MaxVersion = 1
+	MaxVersion = 2
 )
 
 // EnforceVersion is used only in constant expressions, as described at Version.

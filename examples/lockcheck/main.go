@@ -8,6 +8,11 @@
 //
 //	go run ./examples/lockcheck                       # the correct protocol, then two seeded bugs
 //	go run ./examples/lockcheck -clients 3 -rounds 2 -resends 2
+//	go run ./examples/lockcheck -coverage                 # and which spec transitions each search took
+//
+// The clients are interchangeable (symmetry.go): the search keeps one state
+// of each class of states that differ only in which client is which;
+// -no-symmetry explores every state, to compare.
 //
 // To start a protocol of your own: write its spec (spec/README.md), run
 // `rrefgen gen -out DIR -pkg PATH your.rspec`, and write a model like this one.
@@ -27,6 +32,8 @@ func main() {
 	clients := flag.Int("clients", 3, "clients competing for the lock")
 	rounds := flag.Int("rounds", 1, "times each client takes the lock")
 	resends := flag.Int("resends", 1, "messages the network may deliver twice")
+	coverage := flag.Bool("coverage", false, "report which of the spec's transitions each search took")
+	noSymmetry := flag.Bool("no-symmetry", false, "explore every state, not one of each class of states alike but for the clients' names")
 	flag.Parse()
 	failed := false
 	for _, v := range []struct {
@@ -40,7 +47,8 @@ func main() {
 	} {
 		cfg := v.cfg
 		cfg.Clients, cfg.Rounds, cfg.Resends = *clients, *rounds, *resends
-		r := explore.Explore(func() *System { return NewSystem(&cfg) }, explore.Options{Workers: -1})
+		opt := explore.Options{Workers: -1, Coverage: *coverage, NoSymmetry: *noSymmetry}
+		r := explore.Explore(func() *System { return NewSystem(&cfg) }, opt)
 		fmt.Printf("%-32s %8d states %12.0f schedules  %v  ", v.name, r.States, r.Schedules, r.Duration.Round(1e6))
 		switch {
 		case r.Truncated != "":
@@ -56,6 +64,9 @@ func main() {
 			if r.NotShortest != "" {
 				fmt.Println("    not known to be the shortest failing schedule:", r.NotShortest)
 			}
+		}
+		if r.Coverage != nil {
+			fmt.Print(r.Coverage.Report())
 		}
 		if r.Passed() != v.want {
 			failed = true

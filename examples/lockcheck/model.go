@@ -341,26 +341,31 @@ func (s *System) CheckEnd() {
 
 // AppendState implements explore.Model. The order of the frames in flight
 // does not matter (any may arrive next), so they are sorted.
-func (s *System) AppendState(b []byte) []byte {
-	for _, c := range s.clients {
+func (s *System) AppendState(b []byte) []byte { return s.appendState(b, nil) }
+
+// appendState encodes the state with its clients renamed by p (nil: as
+// they are), for AppendState and AppendPermuted (symmetry.go).
+func (s *System) appendState(b []byte, p *explore.Permutation) []byte {
+	for j := range s.clients {
+		c := s.clients[original(p, j)]
 		b = append(b, byte(c.state), byte(c.rounds))
 		b = appendUint(b, c.request)
 		b = appendUint(b, c.token)
 	}
 	b = append(b, byte(s.srv.state))
-	b = appendUint(b, uint64(s.srv.holder))
+	b = appendUint(b, uint64(rename(p, s.srv.holder)))
 	b = appendUint(b, s.srv.token)
 	b = appendUint(b, uint64(len(s.srv.queue)))
 	for _, w := range s.srv.queue {
-		b = appendUint(b, uint64(w.client))
+		b = appendUint(b, uint64(rename(p, w.client)))
 		b = appendUint(b, w.request)
 	}
-	for _, r := range s.srv.seen {
-		b = appendUint(b, r)
+	for j := range s.srv.seen {
+		b = appendUint(b, s.srv.seen[original(p, j)])
 	}
 	frames := make([]string, len(s.net))
-	for i, p := range s.net {
-		frames[i] = strconv.Itoa(p.to) + ">" + p.frame
+	for i, pk := range s.net {
+		frames[i] = strconv.Itoa(int(rename(p, lockpb.ClientID(pk.to)))) + ">" + renameFrame(p, pk.frame)
 	}
 	slices.Sort(frames)
 	b = appendUint(b, uint64(len(frames)))

@@ -116,8 +116,14 @@ func StepMember(s MemberState, e MemberEvent) (MemberState, genrt.Outcome, error
 			State:   s.String(),
 		}
 	case 1:
+		if genrt.Observing() {
+			genrt.Observe(&MemberMachine, int(s), int(e), int(s), genrt.Ignored)
+		}
 		return s, genrt.Ignored, nil
 	default:
+		if genrt.Observing() {
+			genrt.Observe(&MemberMachine, int(s), int(e), int(c-2), genrt.Moved)
+		}
 		return MemberState(c - 2), genrt.Moved, nil
 	}
 }

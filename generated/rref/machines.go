@@ -113,8 +113,14 @@ func StepFork(s ForkState, e ForkEvent) (ForkState, genrt.Outcome, error) {
 			State:   s.String(),
 		}
 	case 1:
+		if genrt.Observing() {
+			genrt.Observe(&ForkMachine, int(s), int(e), int(s), genrt.Ignored)
+		}
 		return s, genrt.Ignored, nil
 	default:
+		if genrt.Observing() {
+			genrt.Observe(&ForkMachine, int(s), int(e), int(c-2), genrt.Moved)
+		}
 		return ForkState(c - 2), genrt.Moved, nil
 	}
 }
@@ -374,8 +380,14 @@ func StepOwner(s OwnerState, e OwnerEvent) (OwnerState, genrt.Outcome, error) {
 			State:   s.String(),
 		}
 	case 1:
+		if genrt.Observing() {
+			genrt.Observe(&OwnerMachine, int(s), int(e), int(s), genrt.Ignored)
+		}
 		return s, genrt.Ignored, nil
 	default:
+		if genrt.Observing() {
+			genrt.Observe(&OwnerMachine, int(s), int(e), int(c-2), genrt.Moved)
+		}
 		return OwnerState(c - 2), genrt.Moved, nil
 	}
 }
@@ -680,8 +692,14 @@ func StepUser(s UserState, e UserEvent) (UserState, genrt.Outcome, error) {
 			State:   s.String(),
 		}
 	case 1:
+		if genrt.Observing() {
+			genrt.Observe(&UserMachine, int(s), int(e), int(s), genrt.Ignored)
+		}
 		return s, genrt.Ignored, nil
 	default:
+		if genrt.Observing() {
+			genrt.Observe(&UserMachine, int(s), int(e), int(c-2), genrt.Moved)
+		}
 		return UserState(c - 2), genrt.Moved, nil
 	}
 }
@@ -967,8 +985,14 @@ func StepChildPin(s ChildPinState, e ChildPinEvent) (ChildPinState, genrt.Outcom
 			State:   s.String(),
 		}
 	case 1:
+		if genrt.Observing() {
+			genrt.Observe(&ChildPinMachine, int(s), int(e), int(s), genrt.Ignored)
+		}
 		return s, genrt.Ignored, nil
 	default:
+		if genrt.Observing() {
+			genrt.Observe(&ChildPinMachine, int(s), int(e), int(c-2), genrt.Moved)
+		}
 		return ChildPinState(c - 2), genrt.Moved, nil
 	}
 }

@@ -12,11 +12,11 @@ import (
 	"strconv"
 )
 
-// This code was generated for genrt API version 1; these constants fail to
+// This code was generated for genrt API version 2; these constants fail to
 // compile when the genrt linked in no longer supports it. Regenerate with rrefgen.
 const (
-	_ = genrt.EnforceVersion(1 - genrt.MinVersion)
-	_ = genrt.EnforceVersion(genrt.MaxVersion - 1)
+	_ = genrt.EnforceVersion(2 - genrt.MinVersion)
+	_ = genrt.EnforceVersion(genrt.MaxVersion - 2)
 )
 
 // A worker's index in its group.

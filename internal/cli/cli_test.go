@@ -365,3 +365,27 @@ func TestFailureNotesPrintTheLasso(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
+
+// TestConformanceCoverage: a program that makes a value on its own worker
+// and frees it steps the owner's machine twice, absent to ready to deleted,
+// and nothing else: the report after the results says so, every other
+// transition never taken. -coverage with -json is refused.
+func TestConformanceCoverage(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "local.rref"), []byte("# a local value, made and freed\nworkers A\nnew A h 1\nrelease A h\nsettle\nexpect clean\n"), 0o644)
+	code, out, errs := run(t, dir, "conformance", "-q", "-coverage", "local.rref")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"coverage: 2 of 42 spec transitions taken", "machine Fork: 0 of 8", "machine Owner: 2 of 12", "absent --Local--> ready", "ready --Free--> deleted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "never") != 40 {
+		t.Errorf("want 40 transitions never taken:\n%s", out)
+	}
+	if code, _, _ := run(t, dir, "conformance", "-coverage", "-json", "local.rref"); code != ExitUsage {
+		t.Errorf("-coverage -json: exit %d, want %d", code, ExitUsage)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rrefkit/rref/conformance"
 	"github.com/rrefkit/rref/explore"
+	"github.com/rrefkit/rref/generated/rref"
 )
 
 func init() {
@@ -69,6 +70,7 @@ stopped an exhaustive search short: that is not a proof.`)
 	replay := fs.String("replay", "", "replay one schedule (as printed by a failure) of the one scenario named")
 	enumerate := fs.String("enumerate", "", "WxN: explore every program of up to N commands over up to W workers, written once up to renaming (e.g. 3x3), instead of scenario files")
 	quiet := fs.Bool("q", false, "no progress bar")
+	coverage := fs.Bool("coverage", false, "after the results, list per machine of the RRef spec the transitions the searches took and those they never did (as TLC's -coverage)")
 	workers := fs.Int("workers", goruntime.GOMAXPROCS(0), "exhaustive: goroutines searching: several scenarios or programs run side by side, one each; one scenario alone runs on one unless this is given, and is then shared out among them (verdicts and counts do not depend on it)")
 	target := fs.String("target", "core", "core (the pure protocol core, every interleaving) or runtime (real workers over -transport, random message delays)")
 	runs := fs.Int("runs", 20, "runtime target: runs per scenario, each with its own seed")
@@ -108,13 +110,18 @@ stopped an exhaustive search short: that is not a proof.`)
 	}
 	// The runtime target runs each scenario -runs times on real workers:
 	// the search's flags mean nothing to it.
-	for _, name := range []string{"mode", "walks", "json", "enumerate", "replay", "max-states", "max-memory", "timeout", "unreduced", "workers"} {
+	for _, name := range []string{"mode", "walks", "json", "enumerate", "replay", "max-states", "max-memory", "timeout", "unreduced", "workers", "coverage"} {
 		if set[name] && *target == "runtime" {
 			return usageError(env, "conformance", "-%s does not apply to -target runtime", name)
 		}
 	}
 	if set["json"] && *enumerate != "" {
 		return usageError(env, "conformance", "-json does not apply to -enumerate")
+	}
+	// The report is a table after the rows: not JSON, and nothing to add
+	// to the one schedule a replay prints.
+	if *coverage && (*asJSON || *replay != "") {
+		return usageError(env, "conformance", "-coverage does not apply to -json or -replay")
 	}
 	for name, v := range map[string]int{"runs": *runs, "walks": *walks, "max-states": *maxStates, "workers": *workers} {
 		if v < 1 {
@@ -152,12 +159,26 @@ stopped an exhaustive search short: that is not a proof.`)
 		}
 		return runRuntimeTarget(env, scs, *transport, *runs, *seed)
 	}
+	// One recording for the whole run: the searches run side by side, and
+	// the report is of them all (the searches for shorter failing
+	// schedules included).
+	var rec *explore.CoverageRecorder
+	if *coverage {
+		rec = explore.StartCoverage(rref.Machines...)
+	}
+	reportCoverage := func() {
+		if rec != nil {
+			fmt.Fprint(env.Stdout, "\n"+rec.Stop().Report())
+		}
+	}
 	if *enumerate != "" {
 		var b conformance.Bound
 		if _, err := fmt.Sscanf(*enumerate, "%dx%d", &b.Workers, &b.Commands); err != nil || b.Workers < 1 || b.Workers > 26 || b.Commands < 1 {
 			return usageError(env, "conformance", "-enumerate %q: want WORKERSxCOMMANDS, such as 3x3 (1 to 26 workers)", *enumerate)
 		}
-		return runEnumerate(env, b, conformance.Options{MaxStates: *maxStates, MaxMemory: uint64(*maxMemory) << 20, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}, *quiet)
+		st := runEnumerate(env, b, conformance.Options{MaxStates: *maxStates, MaxMemory: uint64(*maxMemory) << 20, Timeout: *timeout, Unreduced: *unreduced, Workers: *workers}, *quiet)
+		reportCoverage()
+		return st
 	}
 	if *replay != "" {
 		if len(scs) != 1 {
@@ -304,6 +325,7 @@ stopped an exhaustive search short: that is not a proof.`)
 			}
 		}
 	}
+	reportCoverage()
 	switch {
 	case failed > 0:
 		return ExitFail

@@ -134,52 +134,20 @@ func TestRefsAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	names := []string{"a", "b", "c"}
-	var peers, debug []string
-	for _, n := range names {
-		peers = append(peers, n+"="+freeAddr(t))
-		debug = append(debug, freeAddr(t))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	procs := make([]*exec.Cmd, len(names))
-	var aIn io.WriteCloser
-	var aOut *bufio.Scanner
-	for i, n := range names {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), refsMemberEnv+"="+n, refsPeersEnv+"="+strings.Join(peers, ","), refsDebugEnv+"="+debug[i])
-		cmd.Stderr = os.Stderr
-		if n == "a" {
-			var err error
-			if aIn, err = cmd.StdinPipe(); err != nil {
-				t.Fatal(err)
-			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			aOut = bufio.NewScanner(out)
-		}
-		if err := cmd.Start(); err != nil {
+	var g *refsGroup
+	for attempt := 1; ; attempt++ {
+		var err error
+		if g, err = startRefsGroup(t, ctx); err == nil {
+			break
+		} else if !errors.Is(err, errPortTaken) || attempt == refsStartAttempts {
 			t.Fatal(err)
 		}
-		procs[i] = cmd
+		t.Logf("attempt %d: %v; again with other ports", attempt, err)
 	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.Process.Signal(syscall.SIGCONT) // a stopped process is killed only once it runs
-			p.Process.Kill()
-			p.Wait()
-		}
-		http.DefaultClient.CloseIdleConnections()
-	})
-	expectLine := func(want string) {
-		t.Helper()
-		if !aOut.Scan() || aOut.Text() != want {
-			t.Fatalf("member a said %q (%v), want %q", aOut.Text(), aOut.Err(), want)
-		}
-	}
-	expectLine(lineReady)
+	procs, debug, aIn := g.procs, g.debug, g.aIn
+	expectLine := g.expectLine(t)
 
 	// All confirmed: b owns every value, a holds all, c the lent ones.
 	code, out, errs := run(t, "", "refs", strings.Join(debug, ","))
@@ -212,7 +180,7 @@ func TestRefsAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Signal(syscall.SIGCONT)
-	procs[1].Wait()
+	<-g.exited[1]
 	all := refsRemotes + refsLent + 1
 	waitRefs(t, live, "every reference orphaned", func(c refview.Counts) bool {
 		return c.ByState[worker.RefOrphaned] == all && c.References == all
@@ -231,6 +199,125 @@ func TestRefsAcrossProcesses(t *testing.T) {
 	if n := strings.Count(string(page), string(worker.RefOrphaned)); resp.StatusCode != http.StatusOK || n < refsRemotes {
 		t.Errorf("a's page after the owner's kill: status %d, %q %d times, want at least %d", resp.StatusCode, worker.RefOrphaned, n, refsRemotes)
 	}
+}
+
+// refsStartAttempts bounds the restarts of a group whose chosen port was
+// taken between freeAddr's probe and the member's listen: the port is free
+// a moment before, but another test on the host may dial out of it.
+const refsStartAttempts = 3
+
+// errPortTaken says a member could not listen on the port chosen for it.
+var errPortTaken = errors.New("a member's port was taken before it could listen")
+
+// refsGroup is the three member processes, a's stdin and stdout, and the
+// members' debug listener addresses.
+type refsGroup struct {
+	procs  []*exec.Cmd
+	exited []chan struct{} // closed when procs[i] has exited
+	debug  []string
+	aIn    io.WriteCloser
+	aOut   *bufio.Scanner
+}
+
+// startRefsGroup starts a, b and c on fresh loopback ports and waits for a
+// to say it is ready; errPortTaken when a member found its port taken. A
+// member that exits before a is ready ends the attempt at once, so that a
+// taken port costs no Start timeout in the others.
+func startRefsGroup(t *testing.T, ctx context.Context) (*refsGroup, error) {
+	t.Helper()
+	names := []string{"a", "b", "c"}
+	var peers []string
+	g := &refsGroup{}
+	for _, n := range names {
+		peers = append(peers, n+"="+freeAddr(t))
+		g.debug = append(g.debug, freeAddr(t))
+	}
+	var stderr lockedBuffer
+	anyExit := make(chan struct{}, len(names))
+	for i, n := range names {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), refsMemberEnv+"="+n, refsPeersEnv+"="+strings.Join(peers, ","), refsDebugEnv+"="+g.debug[i])
+		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
+		if n == "a" {
+			var err error
+			if g.aIn, err = cmd.StdinPipe(); err != nil {
+				return nil, err
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				return nil, err
+			}
+			g.aOut = bufio.NewScanner(out)
+		}
+		if err := cmd.Start(); err != nil {
+			g.stop()
+			return nil, err
+		}
+		exited := make(chan struct{})
+		go func() {
+			cmd.Wait()
+			close(exited)
+			anyExit <- struct{}{}
+		}()
+		g.procs = append(g.procs, cmd)
+		g.exited = append(g.exited, exited)
+	}
+	ready := make(chan bool, 1)
+	go func() { ready <- g.aOut.Scan() && g.aOut.Text() == lineReady }()
+	var ok bool
+	select {
+	case ok = <-ready:
+	case <-anyExit:
+	case <-ctx.Done():
+	}
+	if ok {
+		t.Cleanup(g.stop)
+		return g, nil
+	}
+	g.stop()
+	if strings.Contains(stderr.String(), "address already in use") {
+		return nil, errPortTaken
+	}
+	return nil, fmt.Errorf("member a never said %q (%v); the members' stderr is above", lineReady, ctx.Err())
+}
+
+// stop kills every member started, stopped ones too, and waits for them.
+func (g *refsGroup) stop() {
+	for i, p := range g.procs {
+		p.Process.Signal(syscall.SIGCONT) // a stopped process is killed only once it runs
+		p.Process.Kill()
+		<-g.exited[i]
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// expectLine fails the test unless a's next line is want.
+func (g *refsGroup) expectLine(t *testing.T) func(want string) {
+	return func(want string) {
+		t.Helper()
+		if !g.aOut.Scan() || g.aOut.Text() != want {
+			t.Fatalf("member a said %q (%v), want %q", g.aOut.Text(), g.aOut.Err(), want)
+		}
+	}
+}
+
+// lockedBuffer collects the members' stderr, written from several
+// goroutines of exec.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // waitRefs polls the members' listeners until their joined counts satisfy

@@ -108,8 +108,14 @@ func StepClient(s ClientState, e ClientEvent) (ClientState, genrt.Outcome, error
 			State:   s.String(),
 		}
 	case 1:
+		if genrt.Observing() {
+			genrt.Observe(&ClientMachine, int(s), int(e), int(s), genrt.Ignored)
+		}
 		return s, genrt.Ignored, nil
 	default:
+		if genrt.Observing() {
+			genrt.Observe(&ClientMachine, int(s), int(e), int(c-2), genrt.Moved)
+		}
 		return ClientState(c - 2), genrt.Moved, nil
 	}
 }
@@ -308,8 +314,14 @@ func StepServer(s ServerState, e ServerEvent) (ServerState, genrt.Outcome, error
 			State:   s.String(),
 		}
 	case 1:
+		if genrt.Observing() {
+			genrt.Observe(&ServerMachine, int(s), int(e), int(s), genrt.Ignored)
+		}
 		return s, genrt.Ignored, nil
 	default:
+		if genrt.Observing() {
+			genrt.Observe(&ServerMachine, int(s), int(e), int(c-2), genrt.Moved)
+		}
 		return ServerState(c - 2), genrt.Moved, nil
 	}
 }
