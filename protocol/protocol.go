@@ -76,10 +76,10 @@ type Env interface {
 type EventSource uint8
 
 const (
-	Internal EventSource = iota // raised by the machine's own handlers
-	FromMessage                 // a message delivered by the network
-	Input                       // fired by the application, or by the explorer's world
-	Timer                       // fired by a timer a handler set
+	Internal    EventSource = iota // raised by the machine's own handlers
+	FromMessage                    // a message delivered by the network
+	Input                          // fired by the application, or by the explorer's world
+	Timer                          // fired by a timer a handler set
 )
 
 func (s EventSource) String() string {
