@@ -11,13 +11,13 @@ import (
 
 // Owner keeps the object while any client holds a lease on it.
 type Owner struct {
-	Lease     time.Duration // how long a dirty call keeps the object for its client
-	Clients   int           // how many clients will say bye
-	Unsafe    bool          // the seeded bug: sequence numbers are not checked
+	Lease      time.Duration // how long a dirty call keeps the object for its client
+	Clients    int           // how many clients will say bye
+	Unsafe     bool          // the seeded bug: sequence numbers are not checked
 	Unexported bool
-	Seq       map[protocol.NodeID]uint64 // the latest call heard from each client
-	Holders   map[protocol.NodeID]bool
-	Byes      int
+	Seq        map[protocol.NodeID]uint64 // the latest call heard from each client
+	Holders    map[protocol.NodeID]bool
+	Byes       int
 }
 
 func NewOwner(lease time.Duration, clients int, unsafe bool) *Owner {

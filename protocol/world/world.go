@@ -33,6 +33,7 @@ import (
 	"github.com/rrefkit/rref/genrt"
 	"github.com/rrefkit/rref/internal/deep"
 	"github.com/rrefkit/rref/protocol"
+	"github.com/rrefkit/rref/protocol/internal/engine"
 )
 
 // Order is whether the network keeps the order of messages.
@@ -96,10 +97,6 @@ type Config struct {
 	// so a handler that arms a timer as a message arrives arms it early.
 	Tick time.Duration
 }
-
-// MaxRaises bounds the events one step may raise: handlers that raise
-// one another forever are a violation, not a hang.
-const MaxRaises = 1000
 
 // Invariants the world itself checks.
 const (
@@ -245,11 +242,12 @@ func (w *World) begin(i int) {
 			return
 		}
 	}
-	h := &host{w: w, i: i}
+	h := w.host(i)
 	if err := m.Begin(n.handler, h, saved); err != nil {
-		w.fail(InvariantHandler, "node %s: start: %v", w.name(i), err)
+		w.settle(h, fmt.Errorf("start: %w", err))
+		return
 	}
-	w.run(i, h)
+	w.settle(h, h.in.Drain(h))
 }
 
 func (w *World) name(i int) protocol.NodeID { return w.s.nodes[i].Name }
@@ -475,73 +473,50 @@ func (w *World) deliver(p packet) {
 	w.dispatch(p.to, e, w.name(p.from), msg)
 }
 
-type raised struct {
-	event   int
-	payload any
-}
-
 // dispatch steps event at node i through the table, runs its handler, and
-// then the events the handlers raise, to completion.
+// then the events its handlers raise, to completion.
 func (w *World) dispatch(i, event int, from protocol.NodeID, payload any) {
-	w.mut(i)
-	h := &host{w: w, i: i}
-	w.handle(i, h, event, from, payload)
-	w.run(i, h)
+	h := w.host(i)
+	w.settle(h, h.in.Run(h, event, from, payload))
 }
 
-// run steps the events raised at node i until none is left.
-func (w *World) run(i int, h *host) {
-	for steps := 0; len(h.raised) > 0 && w.violation == nil; steps++ {
-		if steps == MaxRaises {
-			w.fail(InvariantHandler, "node %s: handlers raised %d events in one step", w.name(i), MaxRaises)
-			return
-		}
-		r := h.raised[0]
-		h.raised = h.raised[1:]
-		w.handle(i, h, r.event, "", r.payload)
-	}
-	if n := w.nodes[i]; n.up {
-		enc, err := deep.Append(nil, n.handler)
-		if err != nil {
-			w.fail(InvariantHandler, "node %s: %v", w.name(i), err)
-		}
-		n.enc = enc
-	}
+func (w *World) host(i int) *host {
+	n := w.mut(i)
+	return &host{w: w, i: i, in: &engine.Instance{Machine: w.s.nodes[i].Role.Machine, State: n.state, Handler: n.handler}}
 }
 
-func (w *World) handle(i int, h *host, event int, from protocol.NodeID, payload any) {
-	if w.violation != nil {
-		return
-	}
-	n, m := w.nodes[i], w.s.nodes[i].Role.Machine
-	next, out, err := m.Step(n.state, event)
-	if err != nil {
-		w.fail(InvariantSpec, "node %s: %v", w.name(i), protocol.Undeclared(m, n.state, "event "+m.EventName(event)))
-		return
-	}
-	if out != genrt.Moved { // ignored by the spec: no handler runs
-		return
-	}
-	switch err := m.Call(n.handler, h, event, from, payload); {
-	case errors.Is(err, protocol.ErrSkip):
-	case err != nil:
-		w.fail(InvariantHandler, "node %s in state %s on %s: %v", w.name(i), m.StateName(n.state), m.EventName(event), err)
+// settle keeps what a step did to node i: its state, its handler's
+// encoding, and its failure.
+func (w *World) settle(h *host, err error) {
+	n := w.nodes[h.i]
+	n.state = h.in.State
+	switch {
+	case err == nil:
+	case errors.Is(err, protocol.ErrUndeclared):
+		w.fail(InvariantSpec, "node %s: %v", h.Self(), err)
 	default:
-		n.state = next
+		w.fail(InvariantHandler, "node %s: %v", h.Self(), err)
 	}
+	enc, err := deep.Append(nil, n.handler)
+	if err != nil {
+		w.fail(InvariantHandler, "node %s: %v", h.Self(), err)
+	}
+	n.enc = enc
 }
 
 // host is the world under a node's handlers while one step runs.
 type host struct {
-	w      *World
-	i      int
-	raised []raised
+	w  *World
+	i  int
+	in *engine.Instance
 }
 
-func (h *host) Self() protocol.NodeID          { return h.w.name(h.i) }
-func (h *host) Now() time.Duration             { return h.w.now }
-func (h *host) Logf(string, ...any)            {}
-func (h *host) Raise(e int, payload any)       { h.raised = append(h.raised, raised{e, payload}) }
+func (h *host) Self() protocol.NodeID { return h.w.name(h.i) }
+func (h *host) Now() time.Duration    { return h.w.now }
+func (h *host) Logf(string, ...any)   {}
+func (h *host) Raise(e int, payload any) {
+	h.in.Raised = append(h.in.Raised, engine.Raised{Event: e, Payload: payload})
+}
 func (h *host) CancelTimer(e int, payload any) { h.setTimer(e, -1, payload) }
 
 func (h *host) SetTimer(e int, d time.Duration, payload any) { h.setTimer(e, max(d, 0), payload) }
