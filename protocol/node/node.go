@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -432,4 +433,18 @@ func (n *Node) timerKey(e int, payload any) (timerKey, bool) {
 		return timerKey{}, false
 	}
 	return timerKey{e, string(key)}, true
+}
+
+// ParsePeers reads a group as a program's flag gives it:
+// "name=host:port,name=host:port".
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	for _, part := range strings.Split(s, ",") {
+		name, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" || addr == "" {
+			return nil, fmt.Errorf("%w: peer %q is not name=host:port", ErrConfig, part)
+		}
+		out = append(out, Peer{Name: protocol.NodeID(name), Addr: addr})
+	}
+	return out, nil
 }
