@@ -10,7 +10,7 @@ import (
 // Coordinator runs one transaction over Participants.
 type Coordinator struct {
 	Participants []protocol.NodeID
-	Eager        bool // the seeded bug: commit on the first yes
+	Eager        bool                     // the seeded bug: commit on the first yes
 	Yes          map[protocol.NodeID]bool // volatile: a crash loses the votes
 	Acked        map[protocol.NodeID]bool
 	Commit       bool // the logged decision, after a restart

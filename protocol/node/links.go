@@ -107,7 +107,7 @@ func (n *Node) hello(c *fifo.Conn, want protocol.NodeID) (protocol.NodeID, error
 func (n *Node) serve(name protocol.NodeID, c *fifo.Conn) {
 	n.mu.Lock()
 	old := n.links[name]
-	n.links[name] = c
+	n.links[name], n.linked[name] = c, true
 	n.mu.Unlock()
 	if old != nil {
 		old.Close()

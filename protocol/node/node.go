@@ -91,8 +91,9 @@ type Node struct {
 	timers map[timerKey]*armed
 	local  []func() // messages to itself, after the running event
 
-	mu    sync.Mutex
-	links map[protocol.NodeID]*fifo.Conn
+	mu     sync.Mutex
+	links  map[protocol.NodeID]*fifo.Conn
+	linked map[protocol.NodeID]bool // peers linked at least once
 	ln    *fifo.TCPListener
 }
 
@@ -107,12 +108,12 @@ type armed struct {
 }
 
 // Start starts node cfg.Name running role: it listens, links to every
-// peer (returning once all are linked, so the start hook's messages reach
-// them), runs the start hook with the record it saved, and then events
+// peer (returning once each was linked, so that the start hook's messages
+// reach them), runs the start hook with the record it saved, and then events
 // until Close or a failure.
 func Start(ctx context.Context, cfg Config, role *protocol.Role) (*Node, error) {
 	n := &Node{cfg: cfg, role: role, log: cfg.Logger, peers: map[protocol.NodeID]string{},
-		inbox: make(chan func(), inboxSize), done: make(chan struct{}), timers: map[timerKey]*armed{}, links: map[protocol.NodeID]*fifo.Conn{}}
+		inbox: make(chan func(), inboxSize), done: make(chan struct{}), timers: map[timerKey]*armed{}, links: map[protocol.NodeID]*fifo.Conn{}, linked: map[protocol.NodeID]bool{}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -174,13 +175,14 @@ func Start(ctx context.Context, cfg Config, role *protocol.Role) (*Node, error) 
 	return n, nil
 }
 
-// waitLinked waits until every peer is linked.
+// waitLinked waits until every peer has been linked: once, since a peer
+// that is done may have gone again.
 func (n *Node) waitLinked(ctx context.Context) error {
 	for {
 		n.mu.Lock()
 		var missing []protocol.NodeID
 		for name := range n.peers {
-			if name != n.cfg.Name && n.links[name] == nil {
+			if name != n.cfg.Name && !n.linked[name] {
 				missing = append(missing, name)
 			}
 		}

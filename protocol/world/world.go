@@ -219,7 +219,7 @@ type choice struct {
 func newWorld(s *settings) *World {
 	w := &World{s: s, nodes: make([]*node, len(s.nodes)), owned: make([]bool, len(s.nodes)), loss: s.net.Loss, dups: s.net.Duplicates}
 	for i, n := range s.nodes {
-		w.nodes[i] = &node{crashes: n.Crashes}
+		w.nodes[i] = &node{crashes: n.Crashes, up: true} // up before any start hook sends to it
 		w.owned[i] = true
 	}
 	for i := range w.nodes {
