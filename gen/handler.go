@@ -64,7 +64,7 @@ func genHandlerInterface(f *jen.File, m *spec.Machine) {
 			}
 			doc += "On" + e.GoPart + " handles " + e.Source.String() + " event " + e.Name + "."
 			g.Comment(comment(doc))
-			g.Id("On"+e.GoPart).Params(append([]jen.Code{jen.Id("env").Id(mn + "Env")}, handlerParams(e)...)...).Error()
+			g.Id("On" + e.GoPart).Params(append([]jen.Code{jen.Id("env").Id(mn + "Env")}, handlerParams(e)...)...).Error()
 		}
 	})
 	f.Line()
@@ -76,7 +76,7 @@ func genHandlerInterface(f *jen.File, m *spec.Machine) {
 	f.Commentf("%sStarter is implemented by a %s handler with a start hook: it runs as the", mn, m.Name)
 	f.Comment("node starts, at first and after each crash, before any event, with the record")
 	f.Comment("the node last saved (nil when none): all that survives a crash.")
-	f.Type().Id(mn+"Starter").Interface(jen.Id("Start").Params(jen.Id("env").Id(mn+"Env"), jen.Id("saved").Id("Message")).Error())
+	f.Type().Id(mn + "Starter").Interface(jen.Id("Start").Params(jen.Id("env").Id(mn+"Env"), jen.Id("saved").Id("Message")).Error())
 	f.Line()
 }
 
@@ -105,7 +105,7 @@ func genEnv(f *jen.File, m *spec.Machine) {
 					key = " keyed by v"
 				}
 				g.Commentf("Set%sTimer fires event %s%s after d, replacing such a timer armed before.", e.GoPart, e.Name, key)
-				g.Id("Set"+e.GoPart+"Timer").Params(append([]jen.Code{jen.Id("d").Qual("time", "Duration")}, param...)...)
+				g.Id("Set" + e.GoPart + "Timer").Params(append([]jen.Code{jen.Id("d").Qual("time", "Duration")}, param...)...)
 				g.Commentf("Cancel%sTimer disarms event %s's timer%s, if armed.", e.GoPart, e.Name, key)
 				g.Id("Cancel" + e.GoPart + "Timer").Params(param...)
 			}
@@ -134,7 +134,7 @@ func genEnv(f *jen.File, m *spec.Machine) {
 		case spec.SourceInternal:
 			recv().Id("Raise" + e.GoPart).Params(param...).Block(host().Dot("Raise").Call(ev, arg))
 		case spec.SourceTimer:
-			recv().Id("Set"+e.GoPart+"Timer").Params(append([]jen.Code{jen.Id("d").Qual("time", "Duration")}, param...)...).Block(host().Dot("SetTimer").Call(ev, jen.Id("d"), arg))
+			recv().Id("Set" + e.GoPart + "Timer").Params(append([]jen.Code{jen.Id("d").Qual("time", "Duration")}, param...)...).Block(host().Dot("SetTimer").Call(ev, jen.Id("d"), arg))
 			recv().Id("Cancel" + e.GoPart + "Timer").Params(param...).Block(host().Dot("CancelTimer").Call(ev, arg))
 		}
 	}
@@ -245,7 +245,7 @@ func genBridge(f *jen.File, m *spec.Machine) {
 	f.Line()
 	f.Commentf("%sRole binds %s handlers to machine %s: newHandler makes a node's handler", mn, mn, m.Name)
 	f.Comment("as it starts, at first and after each crash.")
-	f.Func().Id(mn+"Role").Params(jen.Id("newHandler").Func().Params().Id(mn+"Handler")).Op("*").Add(pr("Role")).Block(
+	f.Func().Id(mn + "Role").Params(jen.Id("newHandler").Func().Params().Id(mn + "Handler")).Op("*").Add(pr("Role")).Block(
 		jen.Return(jen.Op("&").Add(pr("Role")).Values(jen.Dict{
 			jen.Id("Machine"): jen.Id(m.GoBridge),
 			jen.Id("New"):     jen.Func().Params().Any().Block(jen.Return(jen.Id("newHandler").Call())),

@@ -100,14 +100,13 @@ func (c *Client) Enabled(e dgcpb.ClientEvent) bool { return e != dgcpb.ClientOnT
 
 func (c *Client) OnTake(env dgcpb.ClientEnv) error {
 	c.Rounds, c.Seq = c.Rounds-1, c.Seq+1
-	env.Send(c.Owner, &dgcpb.Dirty{Seq: c.Seq})
-	return nil
+	return c.OnRenew(env)
 }
 
-// OnLeased arms the next renewal, Renew after each grant.
+// OnLeased arms the next renewal, Renew after each grant of the current take.
 func (c *Client) OnLeased(env dgcpb.ClientEnv, from protocol.NodeID, m *dgcpb.Leased) error {
 	if m.Seq != c.Seq {
-		return protocol.ErrSkip // the answer to a renewal of an earlier take
+		return protocol.ErrSkip
 	}
 	env.SetRenewTimer(c.Renew)
 	return nil
@@ -120,6 +119,7 @@ func (c *Client) OnGone(env dgcpb.ClientEnv, from protocol.NodeID, m *dgcpb.Gone
 	return nil
 }
 
+// OnRenew is also the take's dirty call: a renewal repeats its number.
 func (c *Client) OnRenew(env dgcpb.ClientEnv) error {
 	env.Send(c.Owner, &dgcpb.Dirty{Seq: c.Seq})
 	return nil

@@ -94,7 +94,7 @@ type Node struct {
 	mu     sync.Mutex
 	links  map[protocol.NodeID]*fifo.Conn
 	linked map[protocol.NodeID]bool // peers linked at least once
-	ln    *fifo.TCPListener
+	ln     *fifo.TCPListener
 }
 
 type timerKey struct {
