@@ -75,6 +75,12 @@ func Generate(p *spec.Protocol, pkgPath string) ([]File, error) {
 			genInvariants(f, p)
 		}},
 	}
+	if len(p.Machines) > 0 {
+		steps = append(steps, struct {
+			name string
+			body func(f *jen.File)
+		}{"handlers.go", func(f *jen.File) { genHandlers(f, p) }})
+	}
 	if len(p.Layouts) > 0 {
 		steps = append(steps, struct {
 			name string

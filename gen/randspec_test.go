@@ -136,9 +136,12 @@ func randomSpec(t *rapid.T) string {
 			case payload == 0 && len(msgs) > 0:
 				fmt.Fprintf(&b, "    event %s(%s);\n", en, rapid.SampledFrom(msgs).Draw(t, "payload msg"))
 			case payload == 1:
-				fmt.Fprintf(&b, "    event %s(%s);\n", en, typ("payload type"))
+				// A typed payload keys a timer, or rides an internal event.
+				src := rapid.SampledFrom([]string{"", "timer "}).Draw(t, "payload source")
+				fmt.Fprintf(&b, "    %sevent %s(%s);\n", src, en, typ("payload type"))
 			default:
-				fmt.Fprintf(&b, "    event %s;\n", en)
+				src := rapid.SampledFrom([]string{"", "input ", "timer "}).Draw(t, "source")
+				fmt.Fprintf(&b, "    %sevent %s;\n", src, en)
 			}
 		}
 		for s := 0; s+1 < states; s++ {

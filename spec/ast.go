@@ -170,6 +170,8 @@ type astEvent struct {
 	doc     []string
 	name    astName
 	payload *astTypeRef // nil for a local action with no payload
+	source  string      // "input", "timer" or "" (a message's, or raised by a handler)
+	srcPos  Pos         // the source modifier's position
 }
 
 type astOn struct {

@@ -38,9 +38,17 @@ const FIFOWirePath = "spec/fifowire.rspec"
 //go:embed fifowire.rspec
 var FIFOWireSource []byte
 
+// NodeWirePath is the hello of protocol/node's links.
+const NodeWirePath = "spec/nodewire.rspec"
+
+// NodeWireSource is protocol/node's spec.
+//
+//go:embed nodewire.rspec
+var NodeWireSource []byte
+
 // Embedded are the project's own specs, as path and source, RRef first:
 // what rrefgen gen and check work on when no spec is named.
 var Embedded = []struct {
 	Path   string
 	Source []byte
-}{{RRefPath, RRefSource}, {GroupPath, GroupSource}, {FIFOWirePath, FIFOWireSource}}
+}{{RRefPath, RRefSource}, {GroupPath, GroupSource}, {FIFOWirePath, FIFOWireSource}, {NodeWirePath, NodeWireSource}}

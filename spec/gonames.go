@@ -91,7 +91,13 @@ var FixedGoNames = []string{"Code", "Codes", "Message", "FrameVersion", "SizeFra
 
 // fixedUnexported are the unexported package-level identifiers rrefgen
 // writes for every spec.
-var fixedUnexported = []string{"messageSamples"}
+var fixedUnexported = []string{"messageSamples", "protocolCodec"}
+
+// machineSuffixes make the exported identifiers rrefgen writes for each
+// machine M: MState, MEvent, MStart and MMachine (machines.go), and the
+// handler interface, its environment, its guard and start hook, and the
+// role that binds handlers to the machine (handlers.go).
+var machineSuffixes = []string{"State", "Event", "Start", "Machine", "Handler", "Env", "Guard", "Starter", "Role"}
 
 // messageMethods are the methods every generated message type has: a field
 // of the same Go name would not compile.
@@ -256,16 +262,18 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 		if !ok {
 			continue
 		}
-		for _, suf := range []string{"State", "Event", "Start", "Machine"} {
+		for _, suf := range machineSuffixes {
 			take(mn+suf, m.Pos, "machine "+m.Name)
 		}
 		take("Step"+mn, m.Pos, "machine "+m.Name)
-		table := LowerFirst(mn, init) + "Table"
-		m.GoTable = table
-		if other, dup := unexported[table]; dup {
-			r.errorf(m.Pos, "machine %s becomes Go identifier %s, as %s does", m.Name, table, other)
+		low := LowerFirst(mn, init)
+		m.GoTable, m.GoEnvImpl, m.GoBridge = low+"Table", low+"Env", low+"Bridge"
+		for _, n := range []string{m.GoTable, m.GoEnvImpl, m.GoBridge} {
+			if other, dup := unexported[n]; dup {
+				r.errorf(m.Pos, "machine %s becomes Go identifier %s, as %s does", m.Name, n, other)
+			}
+			unexported[n] = "machine " + m.Name
 		}
-		unexported[table] = "machine " + m.Name
 		for _, s := range m.States {
 			if sn, ok := name(s.Name, s.Pos, "state"); ok {
 				s.GoName = mn + sn
@@ -281,6 +289,7 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 		for _, e := range m.Events {
 			if en, ok := name(e.Name, e.Pos, "event"); ok {
 				e.GoName = mn + "On" + en
+				e.GoPart = en
 				take(e.GoName, e.Pos, "event "+m.Name+"."+e.Name)
 				if e.Message != nil {
 					e.GoStep = "Step" + e.GoName
@@ -305,10 +314,10 @@ func (r *resolver) goNames(protocolPos Pos, opt Options) {
 // declarations (as in its calls of take).
 func topNames(p *Protocol) int {
 	const (
-		perStruct  = 4 // S, SizeS, AppendS, ConsumeS (a layout's too)
-		perMessage = 5 // M, SizeM, AppendM, ConsumeM, CodeM
-		perMachine = 6 // its State, Event, Start, Machine types, Step and dispatch
-		perEvent   = 2 // the event's constant and its step
+		perStruct  = 4  // S, SizeS, AppendS, ConsumeS (a layout's too)
+		perMessage = 5  // M, SizeM, AppendM, ConsumeM, CodeM
+		perMachine = 11 // machineSuffixes, Step and dispatch
+		perEvent   = 2  // the event's constant and its step
 	)
 	n := len(p.Named) + len(p.Invariants) + perStruct*(len(p.Structs)+len(p.Layouts)) + perMessage*len(p.Messages)
 	for _, e := range p.Enums {

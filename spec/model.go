@@ -295,11 +295,41 @@ type State struct {
 	Pos    Pos
 }
 
+// EventSource is where an event comes from, which decides who may fire it.
+type EventSource uint8
+
+const (
+	// SourceInternal: raised by the machine's own handlers (Raise), as a
+	// guard's outcome picks the next transition.
+	SourceInternal EventSource = iota
+	// SourceMessage: a message delivered by the network.
+	SourceMessage
+	// SourceInput: fired by the application; the explorer fires it whenever
+	// the table allows it and the handler's guard agrees.
+	SourceInput
+	// SourceTimer: fired by a timer a handler set, keyed by its payload.
+	SourceTimer
+)
+
+func (s EventSource) String() string {
+	switch s {
+	case SourceMessage:
+		return "message"
+	case SourceInput:
+		return "input"
+	case SourceTimer:
+		return "timer"
+	}
+	return "internal"
+}
+
 type Event struct {
 	Doc     []string
 	Name    string
+	Source  EventSource
 	GoName  string // the constant: the machine's Go name, "On", then the event's
 	GoStep  string // for an event that carries a message: "Step" and GoName, the step taking it
+	GoPart  string // the event's own Go name: its handler method is "On" and GoPart
 	Index   int
 	Pos     Pos
 	Payload *Type    // a typed payload, or nil
@@ -338,6 +368,8 @@ type Machine struct {
 	Name        string
 	GoName      string
 	GoTable     string // the unexported transition table
+	GoEnvImpl   string // the unexported environment a handler is given, over a protocol.Host
+	GoBridge    string // the unexported protocol.Machine that runs the handlers
 	GoDispatch  string // the step from a decoded message, when some message is carried by exactly one event
 	States      []*State
 	Events      []*Event

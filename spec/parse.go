@@ -350,7 +350,7 @@ func (p *parser) machineDecl(f *astFile) error {
 	}
 	for !p.isPunct("}") {
 		if p.tok.kind != tokIdent {
-			return errorf(p.tok.pos, "expected a machine item (state, event, on, ignore) or '}', found %s", p.tok.describe())
+			return errorf(p.tok.pos, "expected a machine item (state, event, input event, timer event, on, ignore) or '}', found %s", p.tok.describe())
 		}
 		switch p.tok.text {
 		case "start", "final", "hot", "state":
@@ -387,8 +387,17 @@ func (p *parser) machineDecl(f *astFile) error {
 				return err
 			}
 			m.states = append(m.states, s)
-		case "event":
+		case "input", "timer", "event":
 			e := &astEvent{doc: p.takeDoc()}
+			if p.tok.text != "event" {
+				e.source, e.srcPos = p.tok.text, p.tok.pos
+				if err := p.advance(); err != nil {
+					return err
+				}
+				if !p.isKeyword("event") {
+					return errorf(p.tok.pos, "expected \"event\" after %q (%s event NAME;), found %s", e.source, e.source, p.tok.describe())
+				}
+			}
 			if err := p.advance(); err != nil {
 				return err
 			}
@@ -456,7 +465,7 @@ func (p *parser) machineDecl(f *astFile) error {
 			}
 			m.ignores = append(m.ignores, ig)
 		default:
-			return errorf(p.tok.pos, "unknown machine item %q (expected state, event, on or ignore)", p.tok.text)
+			return errorf(p.tok.pos, "unknown machine item %q (expected state, event, input event, timer event, on or ignore)", p.tok.text)
 		}
 	}
 	if len(p.doc) > 0 {

@@ -547,6 +547,7 @@ func (r *resolver) machine(d *astMachine, msgNames map[string]Pos) *Machine {
 				ev.Payload = r.typeRef(e.payload)
 			}
 		}
+		r.eventSource(m, ev, e)
 		events[ev.Name] = ev
 		eventPos[ev.Name] = e.name.pos
 		m.Events = append(m.Events, ev)
@@ -727,4 +728,25 @@ func spellRef(t *astTypeRef) string {
 		return "[" + t.array + "]" + spellRef(t.elem)
 	}
 	return t.name
+}
+
+// eventSource sets where event ev comes from, and refuses a source its
+// payload cannot come from: an input is fired by the application (or, in
+// the explorer, by the world, which can enumerate events but not values),
+// and a timer is set by a handler, keyed by its payload, never by a message.
+func (r *resolver) eventSource(m *Machine, ev *Event, e *astEvent) {
+	switch {
+	case e.source == "input" && e.payload != nil:
+		r.errorf(e.srcPos, "input event %s.%s carries a payload: inputs carry none (the explorer fires every input, and cannot enumerate values; declare one input per choice)", m.Name, ev.Name)
+	case e.source == "timer" && ev.Message != nil:
+		r.errorf(e.srcPos, "timer event %s.%s carries message %s: a timer fires locally, keyed by a payload that is no message", m.Name, ev.Name, ev.Message.Name)
+	case e.source == "input":
+		ev.Source = SourceInput
+	case e.source == "timer":
+		ev.Source = SourceTimer
+	case ev.Message != nil:
+		ev.Source = SourceMessage
+	default:
+		ev.Source = SourceInternal
+	}
 }

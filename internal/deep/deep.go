@@ -1,0 +1,324 @@
+// Package deep copies Go values and encodes them canonically, by
+// reflection, so that a model's state made of plain Go values (a
+// protocol's handlers) needs no hand-written Clone or AppendState.
+//
+// Both follow pointers, slices, maps and interfaces, exported fields or
+// not. A copy shares nothing with its original and keeps the sharing
+// within it (two pointers to one value still point to one value). An
+// encoding depends only on the values reached, not on addresses or on map
+// order: two values encode alike exactly when they are equal field by
+// field, with shared pointers in the same places. Funcs, channels and
+// unsafe pointers have no copy and no encoding: ErrUnsupported, naming
+// where the value holds one.
+package deep
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"unsafe"
+)
+
+// ErrUnsupported is matched (errors.Is) by the error of a value that holds
+// a func, a channel or an unsafe pointer.
+var ErrUnsupported = errors.New("deep: value holds a func, channel or unsafe pointer")
+
+// Copy returns a deep copy of v.
+func Copy[T any](v T) (T, error) {
+	src := reflect.ValueOf(&v).Elem()
+	if flat(src.Type()) {
+		return v, nil
+	}
+	var out T
+	c := copier{seen: map[ptrKey]reflect.Value{}}
+	if err := c.into(reflect.ValueOf(&out).Elem(), src, "value"); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// Append appends the canonical encoding of v to b.
+func Append(b []byte, v any) ([]byte, error) {
+	e := encoder{b: b, seen: map[ptrKey]int{}}
+	root := reflect.New(reflect.TypeOf(&v).Elem()).Elem()
+	root.Set(reflect.ValueOf(&v).Elem())
+	err := e.value(root, "value")
+	return e.b, err
+}
+
+// ptrKey is a pointer's identity: its address and its type (a struct and
+// its first field share an address).
+type ptrKey struct {
+	addr uintptr
+	t    reflect.Type
+}
+
+// flats caches which types hold nothing to follow: a copy of such a value
+// is the value.
+var flats sync.Map // reflect.Type -> bool
+
+func flat(t reflect.Type) bool {
+	if f, ok := flats.Load(t); ok {
+		return f.(bool)
+	}
+	f := computeFlat(t, map[reflect.Type]bool{})
+	flats.Store(t, f)
+	return f
+}
+
+func computeFlat(t reflect.Type, visiting map[reflect.Type]bool) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface, reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		return false
+	case reflect.Array:
+		return computeFlat(t.Elem(), visiting)
+	case reflect.Struct:
+		if visiting[t] {
+			return false
+		}
+		visiting[t] = true
+		for i := range t.NumField() {
+			if !computeFlat(t.Field(i).Type, visiting) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// open makes v settable and readable whatever the fields it came through
+// were: v must be addressable.
+func open(v reflect.Value) reflect.Value {
+	if v.CanSet() {
+		return v
+	}
+	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
+}
+
+// addressable returns v, or a settable copy of it when it is not
+// addressable (a map's value, an interface's), so that open works on its
+// fields.
+func addressable(v reflect.Value) reflect.Value {
+	if v.CanAddr() {
+		return open(v)
+	}
+	a := reflect.New(v.Type()).Elem()
+	a.Set(v)
+	return a
+}
+
+func unsupported(path string, t reflect.Type) error {
+	return fmt.Errorf("%w: %s is a %s", ErrUnsupported, path, t)
+}
+
+type copier struct {
+	seen map[ptrKey]reflect.Value // original pointer -> its copy
+}
+
+// into copies src into dst, which is settable.
+func (c *copier) into(dst, src reflect.Value, path string) error {
+	t := src.Type()
+	if flat(t) {
+		dst.Set(src)
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		if src.IsNil() {
+			return nil
+		}
+		k := ptrKey{src.Pointer(), t}
+		if p, ok := c.seen[k]; ok {
+			dst.Set(p)
+			return nil
+		}
+		p := reflect.New(t.Elem())
+		c.seen[k] = p
+		dst.Set(p)
+		return c.into(p.Elem(), open(src.Elem()), "(*"+path+")")
+	case reflect.Slice:
+		if src.IsNil() {
+			return nil
+		}
+		s := reflect.MakeSlice(t, src.Len(), src.Len())
+		for i := range src.Len() {
+			if err := c.into(s.Index(i), open(src.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+		dst.Set(s)
+		return nil
+	case reflect.Array:
+		src = addressable(src)
+		for i := range src.Len() {
+			if err := c.into(dst.Index(i), open(src.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Map:
+		if src.IsNil() {
+			return nil
+		}
+		m := reflect.MakeMapWithSize(t, src.Len())
+		it := src.MapRange()
+		for it.Next() {
+			k := reflect.New(t.Key()).Elem()
+			if err := c.into(k, it.Key(), path+" key"); err != nil {
+				return err
+			}
+			v := reflect.New(t.Elem()).Elem()
+			if err := c.into(v, it.Value(), path+"["+fmt.Sprint(it.Key())+"]"); err != nil {
+				return err
+			}
+			m.SetMapIndex(k, v)
+		}
+		dst.Set(m)
+		return nil
+	case reflect.Interface:
+		if src.IsNil() {
+			return nil
+		}
+		e := src.Elem()
+		v := reflect.New(e.Type()).Elem()
+		if err := c.into(v, e, path); err != nil {
+			return err
+		}
+		dst.Set(v)
+		return nil
+	case reflect.Struct:
+		src = addressable(src)
+		for i := range t.NumField() {
+			if err := c.into(open(dst.Field(i)), open(src.Field(i)), path+"."+t.Field(i).Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return unsupported(path, t)
+}
+
+type encoder struct {
+	b    []byte
+	seen map[ptrKey]int // pointer -> its number, in the order first met
+}
+
+// Tags that keep a nil apart from an empty value, and a pointer met
+// again apart from a first one.
+const (
+	tagNil = iota
+	tagNew
+	tagSeen
+	tagValue
+)
+
+func (e *encoder) uint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+
+func (e *encoder) value(v reflect.Value, path string) error {
+	t := v.Type()
+	switch t.Kind() {
+	case reflect.Bool:
+		if v.Bool() {
+			e.b = append(e.b, 1)
+		} else {
+			e.b = append(e.b, 0)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		e.b = binary.AppendVarint(e.b, v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		e.uint(v.Uint())
+	case reflect.Float32, reflect.Float64:
+		e.uint(math.Float64bits(v.Float()))
+	case reflect.Complex64, reflect.Complex128:
+		e.uint(math.Float64bits(real(v.Complex())))
+		e.uint(math.Float64bits(imag(v.Complex())))
+	case reflect.String:
+		e.uint(uint64(v.Len()))
+		e.b = append(e.b, v.String()...)
+	case reflect.Pointer:
+		if v.IsNil() {
+			e.b = append(e.b, tagNil)
+			return nil
+		}
+		k := ptrKey{v.Pointer(), t}
+		if n, ok := e.seen[k]; ok {
+			e.b = append(e.b, tagSeen)
+			e.uint(uint64(n))
+			return nil
+		}
+		e.seen[k] = len(e.seen)
+		e.b = append(e.b, tagNew)
+		return e.value(open(v.Elem()), "(*"+path+")")
+	case reflect.Slice, reflect.Array:
+		if t.Kind() == reflect.Array {
+			v = addressable(v)
+		}
+		e.uint(uint64(v.Len()))
+		if t.Elem().Kind() == reflect.Uint8 {
+			e.b = append(e.b, v.Bytes()...)
+			return nil
+		}
+		for i := range v.Len() {
+			if err := e.value(open(v.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		return e.mapValue(v, path)
+	case reflect.Interface:
+		if v.IsNil() {
+			e.b = append(e.b, tagNil)
+			return nil
+		}
+		el := v.Elem()
+		e.b = append(e.b, tagValue)
+		name := el.Type().String()
+		e.uint(uint64(len(name)))
+		e.b = append(e.b, name...)
+		return e.value(addressable(el), path)
+	case reflect.Struct:
+		v = addressable(v)
+		for i := range t.NumField() {
+			if err := e.value(open(v.Field(i)), path+"."+t.Field(i).Name); err != nil {
+				return err
+			}
+		}
+	default:
+		return unsupported(path, t)
+	}
+	return nil
+}
+
+// mapValue encodes a map's entries in the order of their keys' encodings,
+// so that iteration order does not show.
+func (e *encoder) mapValue(v reflect.Value, path string) error {
+	type entry struct {
+		key []byte
+		val reflect.Value
+	}
+	entries := make([]entry, 0, v.Len())
+	it := v.MapRange()
+	for it.Next() {
+		ke := encoder{seen: map[ptrKey]int{}}
+		if err := ke.value(addressable(it.Key()), path+" key"); err != nil {
+			return err
+		}
+		entries = append(entries, entry{ke.b, it.Value()})
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
+	e.uint(uint64(len(entries)))
+	for _, en := range entries {
+		e.uint(uint64(len(en.key)))
+		e.b = append(e.b, en.key...)
+		if err := e.value(addressable(en.val), path+"[...]"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

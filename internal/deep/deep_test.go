@@ -1,0 +1,119 @@
+package deep
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type inner struct {
+	n    int
+	tags []string
+}
+
+type holder struct {
+	Name   string
+	seen   map[string]uint64
+	queue  []inner
+	shared *inner
+	also   *inner // the same pointer as shared
+	any    any
+	fixed  [2]inner
+	none   *inner
+}
+
+func sample() *holder {
+	in := &inner{n: 7, tags: []string{"a"}}
+	return &holder{
+		Name:   "h",
+		seen:   map[string]uint64{"x": 1, "y": 2, "z": 3},
+		queue:  []inner{{1, []string{"q"}}},
+		shared: in, also: in,
+		any:   inner{n: 3, tags: []string{"i"}},
+		fixed: [2]inner{{n: 1}, {n: 2, tags: []string{"f"}}},
+	}
+}
+
+func encode(t *testing.T, v any) string {
+	t.Helper()
+	b, err := Append(nil, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestCopySharesNothing: writing through every path of a copy leaves the
+// original's encoding as it was, and the copy keeps its own sharing.
+func TestCopySharesNothing(t *testing.T) {
+	h := sample()
+	before := encode(t, h)
+	c, err := Copy(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if encode(t, c) != before {
+		t.Fatal("a copy encodes unlike its original")
+	}
+	c.seen["x"] = 9
+	c.queue[0].tags[0] = "changed"
+	c.shared.n = 8
+	c.shared.tags[0] = "changed"
+	c.any.(inner).tags[0] = "changed"
+	c.fixed[1].tags[0] = "changed"
+	if encode(t, h) != before {
+		t.Fatal("writing the copy changed the original")
+	}
+	if c.also != c.shared || c.also.n != 8 {
+		t.Fatal("the copy lost the sharing of its two pointers")
+	}
+}
+
+// TestEncodingIsCanonical: map order does not show, every field does,
+// and sharing shows.
+func TestEncodingIsCanonical(t *testing.T) {
+	a, b := sample(), sample()
+	b.seen = map[string]uint64{}
+	for _, k := range []string{"z", "y", "x"} {
+		b.seen[k] = a.seen[k]
+	}
+	if encode(t, a) != encode(t, b) {
+		t.Fatal("equal maps built in different orders encode differently")
+	}
+	for name, change := range map[string]func(h *holder){
+		"unexported map value": func(h *holder) { h.seen["y"] = 5 },
+		"nested slice":         func(h *holder) { h.queue[0].tags = append(h.queue[0].tags, "r") },
+		"interface":            func(h *holder) { h.any = 3 },
+		"array":                func(h *holder) { h.fixed[0].n = 4 },
+		"nil pointer":          func(h *holder) { h.none = &inner{} },
+		"sharing":              func(h *holder) { h.also = &inner{n: 7, tags: []string{"a"}} },
+	} {
+		c := sample()
+		change(c)
+		if encode(t, c) == encode(t, a) {
+			t.Errorf("%s: the change does not show in the encoding", name)
+		}
+	}
+}
+
+func TestFuncsAreRefused(t *testing.T) {
+	v := struct {
+		ok int
+		f  func()
+	}{f: func() {}}
+	if _, err := Append(nil, v); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("encode: %v, want ErrUnsupported", err)
+	}
+	if _, err := Copy(v); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("copy: %v, want ErrUnsupported", err)
+	}
+}
+
+func TestFlatCopyIsTheValue(t *testing.T) {
+	type pair struct{ a, b int }
+	got, err := Copy(pair{1, 2})
+	if err != nil || !cmp.Equal(got, pair{1, 2}, cmp.AllowUnexported(pair{})) {
+		t.Fatalf("%v %v", got, err)
+	}
+}

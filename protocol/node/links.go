@@ -1,0 +1,142 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rrefkit/rref/fifo"
+	"github.com/rrefkit/rref/generated/nodewire"
+	"github.com/rrefkit/rref/protocol"
+)
+
+// helloTimeout bounds a new link's exchange of hellos: a peer that says
+// nothing for this long is not one of the group's.
+const helloTimeout = 5 * time.Second
+
+// accept takes the links that peers dial.
+func (n *Node) accept() {
+	defer n.wg.Done()
+	for {
+		c, err := n.ln.Accept(n.ctx)
+		if err != nil {
+			if n.ctx.Err() != nil {
+				return
+			}
+			n.log.Debug("accept", "err", err)
+			continue
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			name, err := n.hello(c, "")
+			if err != nil {
+				n.log.Warn("link refused", "err", err)
+				c.Close()
+				return
+			}
+			n.serve(name, c)
+		}()
+	}
+}
+
+// dial keeps the link to peer name up: it dials again whenever the link
+// is down, until the node stops.
+func (n *Node) dial(name protocol.NodeID, addr string) {
+	defer n.wg.Done()
+	for n.ctx.Err() == nil {
+		c, err := fifo.DialTCP(n.ctx, addr, n.cfg.Secret, n.cfg.FIFO)
+		if err == nil {
+			if _, err = n.hello(c, name); err == nil {
+				n.serve(name, c) // until the link breaks
+				continue
+			}
+			c.Close()
+		}
+		n.log.Debug("dial", "peer", string(name), "err", err)
+		select {
+		case <-n.ctx.Done():
+		case <-time.After(n.cfg.Redial):
+		}
+	}
+}
+
+// hello exchanges hellos on a new link: a dialer (want set) speaks first
+// and expects want; an acceptor expects a peer that dials it.
+func (n *Node) hello(c *fifo.Conn, want protocol.NodeID) (protocol.NodeID, error) {
+	ctx, cancel := context.WithTimeout(n.ctx, helloTimeout)
+	defer cancel()
+	mine := nodewire.AppendFrame(nil, &nodewire.Hello{Name: string(n.cfg.Name), Protocol: n.codec.Name})
+	if want != "" {
+		if err := c.Send(ctx, mine); err != nil {
+			return "", fmt.Errorf("node: hello to %s: %w", want, err)
+		}
+	}
+	b, err := c.Recv(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("node: hello: %w", err)
+	}
+	m, err := nodewire.Decode(b, nil)
+	if err != nil {
+		return "", fmt.Errorf("node: hello: %w", err)
+	}
+	h, ok := m.(*nodewire.Hello)
+	if !ok {
+		return "", fmt.Errorf("node: hello: got a %v", m.MessageCode())
+	}
+	name := protocol.NodeID(h.Name)
+	_, known := n.peers[name]
+	switch {
+	case h.Protocol != n.codec.Name:
+		return "", fmt.Errorf("%w: peer %s speaks protocol %q, not %q", ErrConfig, name, h.Protocol, n.codec.Name)
+	case want != "" && name != want:
+		return "", fmt.Errorf("%w: dialed %s, reached %s", ErrConfig, want, name)
+	case want == "" && (!known || name <= n.cfg.Name):
+		return "", fmt.Errorf("%w: %q is no peer that dials %s", ErrConfig, name, n.cfg.Name)
+	}
+	if want == "" {
+		if err := c.Send(ctx, mine); err != nil {
+			return "", fmt.Errorf("node: hello to %s: %w", name, err)
+		}
+	}
+	return name, nil
+}
+
+// serve makes c the link to peer name (a new one replaces the old: the
+// peer restarted) and hands its messages to the node until it breaks.
+func (n *Node) serve(name protocol.NodeID, c *fifo.Conn) {
+	n.mu.Lock()
+	old := n.links[name]
+	n.links[name], n.linked[name] = c, true
+	n.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	n.log.Debug("linked", "peer", string(name))
+	for {
+		b, err := c.Recv(n.ctx, nil)
+		if err != nil {
+			n.log.Debug("link down", "peer", string(name), "err", err)
+			n.drop(name, c)
+			return
+		}
+		msg, err := n.codec.Decode(b)
+		n.post(func() {
+			if err != nil {
+				n.stop(fmt.Errorf("node: %s: a frame from %s: %w", n.cfg.Name, name, err))
+				return
+			}
+			n.deliver(name, msg)
+		})
+	}
+}
+
+// drop closes link c to name, if it is still the link.
+func (n *Node) drop(name protocol.NodeID, c *fifo.Conn) {
+	n.mu.Lock()
+	if n.links[name] == c {
+		delete(n.links, name)
+	}
+	n.mu.Unlock()
+	c.Close()
+}

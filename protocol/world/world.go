@@ -1,0 +1,722 @@
+// Package world explores a protocol's handlers, the same code a node runs,
+// with the model checker (package explore): it is the explore.Model of a
+// set of nodes (machine instances) over a network of a chosen kind, with
+// timers on a virtual clock, crashes and restarts, and the spec's table
+// checked on every event. Choices, steps, copies and the canonical state
+// are derived here, not written per protocol: handlers are copied and
+// compared field by field (internal/deep), and messages cross the network
+// encoded by the generated codecs, so every delivery decodes a frame as a
+// real receiver would.
+//
+// What may happen next, in every state: a message in flight is delivered
+// (in FIFO order per pair of nodes if the network keeps it), lost or
+// duplicated (within the network's budgets); an input the table allows and
+// the handler's guard accepts is fired; the earliest armed timer fires,
+// moving the clock to it (not past a message's delivery bound, on a
+// network with one); a node crashes (within its budget) or restarts.
+//
+// Violations: "spec" (an event the table neither handles nor ignores, a
+// message the machine has no event for), "handler" (a handler's error, a
+// send to no node, raises that never end), "codec" (a message that does
+// not encode or decode), "hot" (a run that ends with a node in a hot
+// state), and the checks the Config names.
+package world
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rrefkit/rref/explore"
+	"github.com/rrefkit/rref/genrt"
+	"github.com/rrefkit/rref/internal/deep"
+	"github.com/rrefkit/rref/protocol"
+	"github.com/rrefkit/rref/protocol/internal/engine"
+)
+
+// Order is whether the network keeps the order of messages.
+type Order uint8
+
+const (
+	// Unordered delivers any message in flight next.
+	Unordered Order = iota
+	// FIFO delivers the messages from one node to another in the order
+	// sent, as a connection does (the node runtime's links keep it).
+	FIFO
+)
+
+// Network is the kind of network the nodes share. The zero Network is
+// reliable, unordered and unbounded.
+type Network struct {
+	Order Order
+	// Loss is how many messages the network may lose in a run.
+	Loss int
+	// Duplicates is how many messages it may deliver twice.
+	Duplicates int
+	// Capacity bounds the messages in flight: one sent past it is lost
+	// (0: no bound), as a full buffer drops.
+	Capacity int
+	// MaxDelay bounds how long a message stays in flight, on the virtual
+	// clock: no timer fires past a message's bound before it is delivered
+	// or lost (0: no bound; timers then fire in any order with messages).
+	// Leases are safe only under such a bound.
+	MaxDelay time.Duration
+}
+
+// Node is one machine instance.
+type Node struct {
+	Name protocol.NodeID
+	Role *protocol.Role
+	// Crashes is how many times the node may crash. A crash loses its
+	// handler, its timers and the messages in flight to it; it restarts
+	// with a new handler (Role.New), in the machine's start state, and its
+	// start hook is given the record it last saved.
+	Crashes int
+}
+
+// Check is a named invariant over the whole world.
+type Check struct {
+	Name  string // the violation's invariant
+	Check func(w *World) error
+}
+
+// Config is a world to explore.
+type Config struct {
+	Network Network
+	Nodes   []Node
+	// Invariants are checked after every step, AtEnd when no step is left
+	// (besides the built-in end check: no node in a hot state).
+	Invariants []Check
+	AtEnd      []Check
+	// Tick lets the clock pass by Tick between any two events, while a
+	// timer is armed or a message is in flight, up to the next timer and
+	// within the messages' bound (0: the clock moves only as timers fire).
+	// Without it a message takes no time unless a timer fires meanwhile,
+	// so a handler that arms a timer as a message arrives arms it early.
+	Tick time.Duration
+}
+
+// Invariants the world itself checks.
+const (
+	InvariantSpec    = "spec"
+	InvariantHandler = "handler"
+	InvariantCodec   = "codec"
+	InvariantHot     = "hot"
+)
+
+// ErrConfig is matched by every error of Start.
+var ErrConfig = errors.New("world: bad config")
+
+// settings is what every world of one Config shares, read only.
+type settings struct {
+	net   Network
+	nodes []Node
+	index map[protocol.NodeID]int
+	codec *protocol.Codec
+	inv   []Check
+	end   []Check
+	tick  time.Duration
+}
+
+// Start checks cfg and returns the start of its worlds, for explore.Explore.
+func Start(cfg Config) (func() *World, error) {
+	s := &settings{net: cfg.Network, nodes: slices.Clone(cfg.Nodes), index: map[protocol.NodeID]int{}, inv: cfg.Invariants, end: cfg.AtEnd, tick: cfg.Tick}
+	if len(s.nodes) == 0 {
+		return nil, fmt.Errorf("%w: no nodes", ErrConfig)
+	}
+	for i, n := range s.nodes {
+		switch {
+		case n.Name == "":
+			return nil, fmt.Errorf("%w: node %d has no name", ErrConfig, i)
+		case n.Role == nil || n.Role.Machine == nil || n.Role.New == nil:
+			return nil, fmt.Errorf("%w: node %s has no role", ErrConfig, n.Name)
+		case n.Crashes < 0:
+			return nil, fmt.Errorf("%w: node %s may crash %d times", ErrConfig, n.Name, n.Crashes)
+		}
+		if _, dup := s.index[n.Name]; dup {
+			return nil, fmt.Errorf("%w: two nodes are named %s", ErrConfig, n.Name)
+		}
+		s.index[n.Name] = i
+		if s.codec == nil {
+			s.codec = n.Role.Machine.Codec
+		} else if s.codec != n.Role.Machine.Codec {
+			return nil, fmt.Errorf("%w: node %s speaks protocol %s, node %s %s", ErrConfig, n.Name, n.Role.Machine.Codec.Name, s.nodes[0].Name, s.codec.Name)
+		}
+	}
+	if cfg.Tick < 0 {
+		return nil, fmt.Errorf("%w: negative tick %v", ErrConfig, cfg.Tick)
+	}
+	if s.net.Loss < 0 || s.net.Duplicates < 0 || s.net.Capacity < 0 || s.net.MaxDelay < 0 {
+		return nil, fmt.Errorf("%w: negative network bound %+v", ErrConfig, s.net)
+	}
+	first := newWorld(s)
+	if v := first.violation; v != nil && v.Invariant == InvariantHandler {
+		// A handler the world cannot copy or compare, or a start hook that
+		// fails, fails every run alike: say so now.
+		return nil, fmt.Errorf("%w: %s", ErrConfig, v.Detail)
+	}
+	return func() *World { return newWorld(s) }, nil
+}
+
+// World is one state of the explored system: an explore.Model.
+type World struct {
+	s         *settings
+	now       time.Duration
+	nodes     []*node // shared with clones until written: see mut
+	owned     []bool  // which nodes this world made since it was cloned
+	net       []packet
+	loss      int
+	dups      int
+	violation *explore.Violation
+	choices   []choice // what Choices last listed, for Step and Describe
+}
+
+type node struct {
+	state   int
+	up      bool
+	handler any
+	timers  []timer // sorted by event, then key
+	saved   string  // the durable record, framed; "" when none
+	crashes int     // left
+	enc     []byte  // the handler's canonical encoding, made after each step
+}
+
+type timer struct {
+	event   int
+	key     string // the payload's canonical encoding
+	payload any
+	at      time.Duration
+}
+
+type packet struct {
+	from, to int
+	frame    string
+	deadline time.Duration // when MaxDelay is set
+}
+
+type choiceKind uint8
+
+const (
+	deliver choiceKind = iota
+	lose
+	duplicate
+	input
+	fire
+	tick
+	crash
+	restart
+)
+
+type choice struct {
+	kind  choiceKind
+	node  int
+	event int // input
+	index int // the packet, or the node's timer
+}
+
+func newWorld(s *settings) *World {
+	w := &World{s: s, nodes: make([]*node, len(s.nodes)), owned: make([]bool, len(s.nodes)), loss: s.net.Loss, dups: s.net.Duplicates}
+	for i, n := range s.nodes {
+		w.nodes[i] = &node{crashes: n.Crashes, up: true} // up before any start hook sends to it
+		w.owned[i] = true
+	}
+	for i := range w.nodes {
+		w.begin(i)
+	}
+	w.monitor()
+	return w
+}
+
+// begin starts node i: a new handler in the start state, its start hook
+// run with the record it saved.
+func (w *World) begin(i int) {
+	n, m := w.nodes[i], w.s.nodes[i].Role.Machine
+	n.up, n.state, n.handler, n.timers = true, m.Start, w.s.nodes[i].Role.New(), nil
+	var saved any
+	if n.saved != "" {
+		var err error
+		if saved, err = w.s.codec.Decode([]byte(n.saved)); err != nil {
+			w.fail(InvariantCodec, "node %s: its saved record does not decode: %v", w.name(i), err)
+			return
+		}
+	}
+	h := w.host(i)
+	if err := m.Begin(n.handler, h, saved); err != nil {
+		w.settle(h, fmt.Errorf("start: %w", err))
+		return
+	}
+	w.settle(h, h.in.Drain(h))
+}
+
+func (w *World) name(i int) protocol.NodeID { return w.s.nodes[i].Name }
+
+func (w *World) fail(inv, format string, args ...any) {
+	if w.violation == nil {
+		w.violation = &explore.Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)}
+	}
+}
+
+// mut returns node i for writing, copying it first if a clone shares it.
+func (w *World) mut(i int) *node {
+	if w.owned == nil {
+		w.owned = make([]bool, len(w.nodes))
+	}
+	if !w.owned[i] {
+		n := *w.nodes[i]
+		n.timers = slices.Clone(n.timers)
+		h, err := deep.Copy(n.handler)
+		if err != nil {
+			w.fail(InvariantHandler, "node %s: %v", w.name(i), err)
+		}
+		n.handler, n.enc = h, nil
+		w.nodes[i], w.owned[i] = &n, true
+	}
+	return w.nodes[i]
+}
+
+// Clone implements explore.Model: nodes are shared until a step writes one.
+func (w *World) Clone() *World {
+	c := *w
+	c.nodes = slices.Clone(w.nodes)
+	c.owned = nil
+	c.net = slices.Clone(w.net)
+	return &c
+}
+
+// Machines implements explore.Coverer: the machines the world's nodes run,
+// each once, so that a coverage report lists a machine no run stepped too.
+func (w *World) Machines() []*genrt.MachineInfo {
+	var ms []*genrt.MachineInfo
+	for _, n := range w.s.nodes {
+		if info := n.Role.Machine.Info; !slices.Contains(ms, info) {
+			ms = append(ms, info)
+		}
+	}
+	return ms
+}
+
+// Violation implements explore.Model.
+func (w *World) Violation() *explore.Violation { return w.violation }
+
+// deliverable reports whether packet j may be delivered next: on a FIFO
+// network, no earlier message of its pair is in flight.
+func (w *World) deliverable(j int) bool {
+	if w.s.net.Order != FIFO {
+		return true
+	}
+	p := w.net[j]
+	for _, q := range w.net[:j] {
+		if q.from == p.from && q.to == p.to {
+			return false
+		}
+	}
+	return true
+}
+
+// Choices implements explore.Model.
+func (w *World) Choices() []int {
+	w.choices = w.list()
+	out := make([]int, len(w.choices))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func (w *World) list() []choice {
+	var out []choice
+	seen := map[packet]bool{}
+	for j, p := range w.net {
+		if seen[p] || !w.deliverable(j) {
+			continue // a copy of one already offered: delivering it does the same
+		}
+		seen[p] = true
+		out = append(out, choice{kind: deliver, index: j})
+		if w.loss > 0 {
+			out = append(out, choice{kind: lose, index: j})
+		}
+		if w.dups > 0 {
+			out = append(out, choice{kind: duplicate, index: j})
+		}
+	}
+	for i, n := range w.nodes {
+		if !n.up {
+			continue
+		}
+		m := w.s.nodes[i].Role.Machine
+		for e, src := range m.Sources {
+			if src != protocol.Input {
+				continue
+			}
+			if _, out2, err := m.Step(n.state, e); err != nil || out2 != genrt.Moved || !m.Enabled(n.handler, e) {
+				continue // moves only: an ignored input changes nothing
+			}
+			out = append(out, choice{kind: input, node: i, event: e})
+		}
+	}
+	if at, ok := w.nextTimer(); ok {
+		for i, n := range w.nodes {
+			for k, t := range n.timers {
+				if t.at == at {
+					out = append(out, choice{kind: fire, node: i, index: k})
+				}
+			}
+		}
+	}
+	if w.canTick() {
+		out = append(out, choice{kind: tick})
+	}
+	for i, n := range w.nodes {
+		switch {
+		case n.up && n.crashes > 0:
+			out = append(out, choice{kind: crash, node: i})
+		case !n.up:
+			out = append(out, choice{kind: restart, node: i})
+		}
+	}
+	return out
+}
+
+// nextTimer is when the earliest timer is due, if it may fire: not past
+// the bound of a message in flight.
+func (w *World) nextTimer() (time.Duration, bool) {
+	at, ok := time.Duration(0), false
+	for _, n := range w.nodes {
+		for _, t := range n.timers {
+			if !ok || t.at < at {
+				at, ok = t.at, true
+			}
+		}
+	}
+	if ok && w.s.net.MaxDelay > 0 {
+		for _, p := range w.net {
+			if p.deadline < at {
+				return 0, false
+			}
+		}
+	}
+	return at, ok
+}
+
+// canTick reports whether the clock may pass by a tick now: something
+// waits on it, and nothing is due before.
+func (w *World) canTick() bool {
+	if w.s.tick == 0 {
+		return false
+	}
+	then, waits := w.now+w.s.tick, false
+	for _, n := range w.nodes {
+		for _, t := range n.timers {
+			if t.at < then {
+				return false
+			}
+			waits = true
+		}
+	}
+	if w.s.net.MaxDelay > 0 {
+		for _, p := range w.net {
+			if p.deadline < then {
+				return false
+			}
+			waits = true
+		}
+	}
+	return waits
+}
+
+func (w *World) choice(c int) choice {
+	if w.choices == nil {
+		w.choices = w.list()
+	}
+	return w.choices[c]
+}
+
+// Step implements explore.Model.
+func (w *World) Step(c int) {
+	ch := w.choice(c)
+	w.choices = nil
+	switch ch.kind {
+	case deliver:
+		p := w.net[ch.index]
+		w.net = slices.Delete(w.net, ch.index, ch.index+1)
+		w.deliver(p)
+	case lose:
+		w.net = slices.Delete(w.net, ch.index, ch.index+1)
+		w.loss--
+	case duplicate:
+		w.net = slices.Insert(w.net, ch.index+1, w.net[ch.index])
+		w.dups--
+	case input:
+		w.dispatch(ch.node, ch.event, "", nil)
+	case fire:
+		n := w.mut(ch.node)
+		t := n.timers[ch.index]
+		n.timers = slices.Delete(n.timers, ch.index, ch.index+1)
+		w.now = max(w.now, t.at)
+		w.dispatch(ch.node, t.event, "", t.payload)
+	case tick:
+		w.now += w.s.tick
+	case crash:
+		n := w.mut(ch.node)
+		n.up, n.handler, n.timers, n.enc = false, nil, nil, nil
+		n.crashes--
+		w.net = slices.DeleteFunc(w.net, func(p packet) bool { return p.to == ch.node })
+	case restart:
+		w.mut(ch.node)
+		w.begin(ch.node)
+	}
+	w.monitor()
+}
+
+func (w *World) deliver(p packet) {
+	msg, err := w.s.codec.Decode([]byte(p.frame))
+	if err != nil {
+		w.fail(InvariantCodec, "a frame from %s to %s does not decode: %v", w.name(p.from), w.name(p.to), err)
+		return
+	}
+	n, m := w.nodes[p.to], w.s.nodes[p.to].Role.Machine
+	e, ok := m.EventOf(n.state, msg)
+	if !ok {
+		w.fail(InvariantSpec, "node %s: %v", w.name(p.to), protocol.Undeclared(m, n.state, fmt.Sprintf("no event carries message %s from %s", describeMessage(msg), w.name(p.from))))
+		return
+	}
+	w.dispatch(p.to, e, w.name(p.from), msg)
+}
+
+// dispatch steps event at node i through the table, runs its handler, and
+// then the events its handlers raise, to completion.
+func (w *World) dispatch(i, event int, from protocol.NodeID, payload any) {
+	h := w.host(i)
+	w.settle(h, h.in.Run(h, event, from, payload))
+}
+
+func (w *World) host(i int) *host {
+	n := w.mut(i)
+	return &host{w: w, i: i, in: &engine.Instance{Machine: w.s.nodes[i].Role.Machine, State: n.state, Handler: n.handler}}
+}
+
+// settle keeps what a step did to node i: its state, its handler's
+// encoding, and its failure.
+func (w *World) settle(h *host, err error) {
+	n := w.nodes[h.i]
+	n.state = h.in.State
+	switch {
+	case err == nil:
+	case errors.Is(err, protocol.ErrUndeclared):
+		w.fail(InvariantSpec, "node %s: %v", h.Self(), err)
+	default:
+		w.fail(InvariantHandler, "node %s: %v", h.Self(), err)
+	}
+	enc, err := deep.Append(nil, n.handler)
+	if err != nil {
+		w.fail(InvariantHandler, "node %s: %v", h.Self(), err)
+	}
+	n.enc = enc
+}
+
+// host is the world under a node's handlers while one step runs.
+type host struct {
+	w  *World
+	i  int
+	in *engine.Instance
+}
+
+func (h *host) Self() protocol.NodeID { return h.w.name(h.i) }
+func (h *host) Now() time.Duration    { return h.w.now }
+func (h *host) Logf(string, ...any)   {}
+func (h *host) Raise(e int, payload any) {
+	h.in.Raised = append(h.in.Raised, engine.Raised{Event: e, Payload: payload})
+}
+func (h *host) CancelTimer(e int, payload any) { h.setTimer(e, -1, payload) }
+
+func (h *host) SetTimer(e int, d time.Duration, payload any) { h.setTimer(e, max(d, 0), payload) }
+
+// setTimer arms (d >= 0) or disarms (d < 0) timer e keyed by payload.
+func (h *host) setTimer(e int, d time.Duration, payload any) {
+	key, err := deep.Append(nil, payload)
+	if err != nil {
+		h.w.fail(InvariantHandler, "node %s: timer key: %v", h.Self(), err)
+		return
+	}
+	payload, _ = deep.Copy(payload)
+	n := h.w.nodes[h.i]
+	t := timer{event: e, key: string(key), payload: payload, at: h.w.now + d}
+	k, found := slices.BinarySearchFunc(n.timers, t, func(a, b timer) int {
+		if a.event != b.event {
+			return a.event - b.event
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	switch {
+	case d < 0 && found:
+		n.timers = slices.Delete(n.timers, k, k+1)
+	case d < 0:
+	case found:
+		n.timers[k] = t
+	default:
+		n.timers = slices.Insert(n.timers, k, t)
+	}
+}
+
+func (h *host) Send(to protocol.NodeID, m any) {
+	w := h.w
+	j, ok := w.s.index[to]
+	if !ok {
+		w.fail(InvariantHandler, "node %s sent %s to %s, which is no node", h.Self(), describeMessage(m), to)
+		return
+	}
+	frame, err := w.s.codec.Append(nil, m)
+	if err != nil {
+		w.fail(InvariantCodec, "node %s: send: %v", h.Self(), err)
+		return
+	}
+	if !w.nodes[j].up || (w.s.net.Capacity > 0 && len(w.net) >= w.s.net.Capacity) {
+		return // to a crashed node, or past a full network: lost
+	}
+	w.net = append(w.net, packet{from: h.i, to: j, frame: string(frame), deadline: w.now + w.s.net.MaxDelay})
+}
+
+func (h *host) Save(m any) {
+	frame, err := h.w.s.codec.Append(nil, m)
+	if err != nil {
+		h.w.fail(InvariantCodec, "node %s: save: %v", h.Self(), err)
+		return
+	}
+	h.w.nodes[h.i].saved = string(frame)
+}
+
+func (w *World) monitor() {
+	for _, c := range w.s.inv {
+		if w.violation != nil {
+			return
+		}
+		if err := c.Check(w); err != nil {
+			w.fail(c.Name, "%v", err)
+		}
+	}
+}
+
+// CheckEnd implements explore.Model.
+func (w *World) CheckEnd() {
+	if hot := w.Hot(); hot != "" {
+		w.fail(InvariantHot, "the run ended with %s", hot)
+	}
+	for _, c := range w.s.end {
+		if w.violation != nil {
+			return
+		}
+		if err := c.Check(w); err != nil {
+			w.fail(c.Name, "%v", err)
+		}
+	}
+}
+
+// Hot implements explore.Hotter: the nodes in hot states.
+func (w *World) Hot() string {
+	var hot []string
+	for i, n := range w.nodes {
+		if m := w.s.nodes[i].Role.Machine; n.up && m.Hot(n.state) {
+			hot = append(hot, fmt.Sprintf("%s %s", w.name(i), m.StateName(n.state)))
+		}
+	}
+	return strings.Join(hot, ", ")
+}
+
+// Agent implements explore.Agents: a node takes its deliveries, inputs and
+// timers; its crashes and the network's faults are agents of their own.
+func (w *World) Agent(c int) string {
+	ch := w.choice(c)
+	switch ch.kind {
+	case deliver:
+		return string(w.name(w.net[ch.index].to))
+	case lose, duplicate:
+		return "network"
+	case tick:
+		return "clock"
+	case crash, restart:
+		return "crash " + string(w.name(ch.node))
+	}
+	return string(w.name(ch.node))
+}
+
+// AppendState implements explore.Model. Times are kept relative to the
+// clock, so states that differ only by when they happen are one.
+func (w *World) AppendState(b []byte) []byte {
+	for _, n := range w.nodes {
+		b = fmt.Appendf(b, "%t %d %d %q %q %d|", n.up, n.state, n.crashes, n.saved, n.enc, len(n.timers))
+		for _, t := range n.timers {
+			b = fmt.Appendf(b, "%d %q %d|", t.event, t.key, t.at-w.now)
+		}
+	}
+	msgs := make([]string, len(w.net))
+	for j, p := range w.net {
+		msgs[j] = fmt.Sprintf("%d>%d %d %q", p.from, p.to, max(p.deadline-w.now, 0), p.frame)
+	}
+	if w.s.net.Order == FIFO {
+		// Only each pair's own order matters.
+		slices.SortStableFunc(msgs, func(a, b string) int { return strings.Compare(pairOf(a), pairOf(b)) })
+	} else {
+		slices.Sort(msgs)
+	}
+	for _, m := range msgs {
+		b = fmt.Appendf(b, "%s|", m)
+	}
+	return fmt.Appendf(b, "%d %d", w.loss, w.dups)
+}
+
+func pairOf(s string) string { return s[:strings.IndexByte(s, ' ')] }
+
+// Describe implements explore.Model.
+func (w *World) Describe(c int) string {
+	ch := w.choice(c)
+	switch ch.kind {
+	case deliver, lose, duplicate:
+		verb := [...]string{deliver: "deliver", lose: "lose", duplicate: "duplicate"}[ch.kind]
+		return verb + " " + w.describePacket(w.net[ch.index])
+	case input:
+		return fmt.Sprintf("%s: input %s", w.name(ch.node), w.s.nodes[ch.node].Role.Machine.EventName(ch.event))
+	case fire:
+		t := w.nodes[ch.node].timers[ch.index]
+		arg := ""
+		if t.payload != nil {
+			arg = fmt.Sprintf("(%v)", t.payload)
+		}
+		return fmt.Sprintf("%s: timer %s%s at %v", w.name(ch.node), w.s.nodes[ch.node].Role.Machine.EventName(t.event), arg, t.at)
+	case tick:
+		return fmt.Sprintf("%v passes", w.s.tick)
+	case crash:
+		return fmt.Sprintf("%s crashes", w.name(ch.node))
+	}
+	return fmt.Sprintf("%s restarts", w.name(ch.node))
+}
+
+// ChoiceKey implements explore.Model.
+func (w *World) ChoiceKey(c int) string {
+	ch := w.choice(c)
+	switch ch.kind {
+	case deliver, lose, duplicate:
+		p := w.net[ch.index]
+		return fmt.Sprintf("%d %d>%d %q", ch.kind, p.from, p.to, p.frame)
+	case fire:
+		t := w.nodes[ch.node].timers[ch.index]
+		return fmt.Sprintf("%d %d %d %q", ch.kind, ch.node, t.event, t.key)
+	}
+	return fmt.Sprintf("%d %d %d", ch.kind, ch.node, ch.event)
+}
+
+func (w *World) describePacket(p packet) string {
+	msg, err := w.s.codec.Decode([]byte(p.frame))
+	if err != nil {
+		return fmt.Sprintf("a bad frame %s -> %s", w.name(p.from), w.name(p.to))
+	}
+	return fmt.Sprintf("%s %s -> %s", describeMessage(msg), w.name(p.from), w.name(p.to))
+}
+
+// describeMessage is a message as traces show it: its type and fields.
+func describeMessage(m any) string {
+	s := fmt.Sprintf("%+v", m)
+	t := fmt.Sprintf("%T", m)
+	return t[strings.LastIndexByte(t, '.')+1:] + strings.TrimPrefix(s, "&")
+}
