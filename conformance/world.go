@@ -104,8 +104,11 @@ type monitor struct {
 	exemptRRef    cowMap[RRefID, bool]
 	remoteArrived cowMap[RRefID, bool]
 	owners        cowMap[RRefID, WorkerID]
-	crashed       bool
-	sum           digest // of the facts the state key covers (sums.go)
+	// ran holds the functions the program ran: a remote's, by its value,
+	// and a call's, by its caller and call id. Each runs once.
+	ran     cowMap[runKey, bool]
+	crashed bool
+	sum     digest // of the facts the state key covers (sums.go)
 }
 
 func newMonitor() *monitor { return &monitor{} }
@@ -126,6 +129,7 @@ func (m *monitor) clone() *monitor {
 	n.exemptRRef.share()
 	n.remoteArrived.share()
 	n.owners.share()
+	n.ran.share()
 	return &n
 }
 
@@ -748,6 +752,48 @@ func (w *world) Timeout(wn, x string) error {
 	return nil
 }
 
+// Advance ticks the clock of worker wn (of every live worker when wn is
+// "") ticks times. The only thing a core does on time is give up a value
+// whose RemoteCall has not arrived after core.DefaultPendingTicks: such a
+// value never exists now, and the monitor exempts it as it does a value
+// whose creator died before its RemoteCall arrived (S1, S4).
+func (w *world) Advance(wn string, ticks int64) error {
+	w.fp.Everything() // it may change any core, and what the checks read of it
+	for i := range w.slots {
+		id := WorkerID(i + 1)
+		if w.slots[i].dead || wn != "" && w.ids[wn] != id {
+			continue
+		}
+		awaited := w.awaitedOn(id)
+		cr := w.core(id)
+		for range ticks {
+			cr.Tick()
+		}
+		if len(awaited) > 0 {
+			held := w.awaitedOn(id)
+			for _, v := range awaited {
+				if !slices.Contains(held, v) {
+					w.mw().markExemptRRef(v) // given up: it will never exist
+				}
+			}
+		}
+		w.drain(id)
+	}
+	return nil
+}
+
+// awaitedOn lists the values worker id keeps a record of whose RemoteCall
+// has not arrived (those its clock may give up), in its core's order.
+func (w *world) awaitedOn(id WorkerID) []RRefID {
+	var out []RRefID
+	for _, h := range w.slots[id-1].held.core.Held() {
+		if h.Kind == core.HeldValue && h.RRef.Worker != id && !w.mon.remoteArrived.m[h.RRef] {
+			out = append(out, h.RRef)
+		}
+	}
+	return out
+}
+
 func (w *world) Crash(wn string) error {
 	w.fp.Everything() // it drops messages, and changes what every check reads
 	w.crash(w.ids[wn])
@@ -987,12 +1033,16 @@ func (w *world) bindTravelled(k handleKey, h core.HandleID) {
 
 func (w *world) run(id WorkerID, run core.Run) {
 	cr := w.core(id)
+	w.countRun(id, run)
 	switch {
 	case run.Kind == core.RunRemote:
+		fail := core.Failure{}
+		value := run.Args
 		if run.Fn == "fail" {
-			cr.CompleteRemote(run.RRef, nil, core.Failure{Kind: rref.ErrorKindUser, Message: "scenario function failed"})
-		} else {
-			cr.CompleteRemote(run.RRef, run.Args, core.Failure{})
+			fail, value = core.Failure{Kind: rref.ErrorKindUser, Message: "scenario function failed"}, nil
+		}
+		if err := cr.CompleteRemote(run.RRef, value, fail); err != nil {
+			w.fail(InvariantOnce, 0, "%s could not store what its function made: %v", w.name(id), err)
 		}
 	case run.Fn == "__pass":
 		if len(run.Handles) == 1 {
@@ -1018,6 +1068,29 @@ func (w *world) run(id WorkerID, run core.Run) {
 		cr.Return(run.From, run.CallID, nil, nil, core.Failure{Kind: rref.ErrorKindUnknownFunction, Message: run.Fn})
 	}
 }
+
+// countRun is the check that every function runs once: a remote's per
+// value, a call's per call (its caller and call id).
+func (w *world) countRun(id WorkerID, run core.Run) {
+	k := runKey{call: true, worker: run.From, id: run.CallID}
+	what := fmt.Sprintf("call %d from %s", run.CallID, w.name(run.From))
+	if run.Kind == core.RunRemote {
+		k = runKey{worker: run.RRef.Worker, id: run.RRef.Local}
+		what = fmt.Sprintf("the remote that makes %d:%d", run.RRef.Worker, run.RRef.Local)
+	}
+	w.write(tableRuns, k.loc())
+	if w.mon.ran.m[k] {
+		w.fail(InvariantOnce, 0, "%s ran the function of %s a second time", w.name(id), what)
+		return
+	}
+	w.mw().markRan(k)
+}
+
+// InvariantOnce is the violation of a function run twice, or of a run
+// whose result the core would not take: the protocol runs each remote's
+// and each call's function once (a resent RemoteCall is ignored; a Call is
+// not resent).
+const InvariantOnce = "once"
 
 func (w *world) fetched(id WorkerID, fr core.FetchResult) {
 	fid := [2]uint64{uint64(id), fr.FetchID}
