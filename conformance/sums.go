@@ -15,7 +15,8 @@ import (
 // sorting every fact again. recomputeSum is the reference the clone check
 // compares the sums against.
 
-// The kinds of facts, the first byte of each encoding.
+// The kinds of facts, the first byte of each encoding (counters.go has
+// more: u, l, k, o, n and m).
 const (
 	factHandle     = 'h'
 	factFetch      = 'f'
@@ -26,34 +27,7 @@ const (
 	factDeletes    = 'd'
 	factExemptRRef = 'v'
 	factCrashed    = 'c'
-	factRan        = 'n'
 )
-
-// runKey names a function run: a remote's by its value's id, a call's by
-// its caller and call id.
-type runKey struct {
-	call   bool
-	worker WorkerID
-	id     uint64
-}
-
-// loc is the run's location in footprints.
-func (k runKey) loc() uint64 {
-	l := forkKey(ForkID{Worker: k.worker, Local: k.id})
-	if k.call {
-		l = ^l
-	}
-	return l
-}
-
-func ranFact(k runKey) digest {
-	b := make([]byte, 0, factRoom)
-	b = append(b, factRan)
-	b = strconv.AppendBool(b, k.call)
-	b = binary.AppendUvarint(b, uint64(k.worker))
-	b = binary.AppendUvarint(b, k.id)
-	return digestOf(b)
-}
 
 func (d digest) sub(e digest) digest { return digest{d[0] - e[0], d[1] - e[1]} }
 
@@ -179,13 +153,6 @@ func (m *monitor) countDelete(f ForkID) int {
 	return n + 1
 }
 
-func (m *monitor) markRan(k runKey) {
-	if !m.ran.m[k] {
-		m.ran.set(k, true)
-		m.sum = m.sum.add(ranFact(k))
-	}
-}
-
 func (m *monitor) markCrashed() {
 	if !m.crashed {
 		m.crashed = true
@@ -211,11 +178,6 @@ func (m *monitor) recomputeSum() digest {
 	for id, ok := range m.exemptRRef.m {
 		if ok {
 			sum = sum.add(forkFact(factExemptRRef, ForkID(id)))
-		}
-	}
-	for k, ok := range m.ran.m {
-		if ok {
-			sum = sum.add(ranFact(k))
 		}
 	}
 	if m.crashed {

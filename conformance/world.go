@@ -104,11 +104,8 @@ type monitor struct {
 	exemptRRef    cowMap[RRefID, bool]
 	remoteArrived cowMap[RRefID, bool]
 	owners        cowMap[RRefID, WorkerID]
-	// ran holds the functions the program ran: a remote's, by its value,
-	// and a call's, by its caller and call id. Each runs once.
-	ran     cowMap[runKey, bool]
-	crashed bool
-	sum     digest // of the facts the state key covers (sums.go)
+	crashed       bool
+	sum           digest // of the facts the state key covers (sums.go)
 }
 
 func newMonitor() *monitor { return &monitor{} }
@@ -129,7 +126,6 @@ func (m *monitor) clone() *monitor {
 	n.exemptRRef.share()
 	n.remoteArrived.share()
 	n.owners.share()
-	n.ran.share()
 	return &n
 }
 
@@ -242,6 +238,16 @@ type world struct {
 	// sets (explore.Commuter). Shared by a world's clones, as scratch is:
 	// the search copies it after each step, before the next.
 	fp *explore.Footprint
+	// facts are the monitor's counted facts (counters.go): the functions
+	// run and what the cores' counters count. They live in the world, in
+	// factRoom while they fit, so that a clone copies them with itself
+	// and a step changes them in place; factSum is their sum, in the key.
+	facts    []fact
+	factSum  digest
+	factRoom [inlineFacts]fact
+	// changed holds the workers whose cores the current step changed, a
+	// bit each (touch), for the check of their counters.
+	changed uint64
 	// commutes caches Commutes' answers for a core factory of the caller's
 	// (nil: the production core's, in commuteCache), shared the same way.
 	commutes *map[commuteKey]bool
@@ -262,6 +268,9 @@ type world struct {
 const (
 	inlineSlots    = 8
 	inlineInflight = 8
+	// inlineFacts: a run of the corpus's or the enumeration's programs
+	// rarely counts more (runs, calls out, users waiting, children lent).
+	inlineFacts = 12
 )
 
 func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
@@ -389,6 +398,7 @@ func (sp *spares) drop(h *heldCore) {
 
 // hold makes d's core worker id's core in w.
 func (w *world) hold(id WorkerID, d *delivery) {
+	w.touch(id)
 	s := &w.slots[id-1]
 	if s.held != d.held {
 		w.spare.drop(s.held)
@@ -447,6 +457,7 @@ func (w *world) Clone() *world {
 		w.slots[i].held.refs++
 	}
 	n.inflight = inline(n.inflightRoom[:], w.inflight)
+	n.facts = inline(n.factRoom[:], w.facts)
 	// The program's state and the monitor are shared the same way.
 	n.pOwned, w.pOwned = false, false
 	n.monOwned, w.monOwned = false, false
@@ -468,6 +479,7 @@ func (w *world) name(id WorkerID) string { return w.sc.Workers[id-1] }
 // core is worker id's core, to change: copied first if a clone shares it.
 func (w *world) core(id WorkerID) *core.Core {
 	w.write(tableCore, uint64(id))
+	w.touch(id)
 	s := &w.slots[id-1]
 	if s.held.refs > 1 {
 		s.held.refs--
@@ -540,7 +552,11 @@ func (w *world) ChoiceKey(c int) string {
 
 // Step applies choice c.
 func (w *world) Step(c int) {
+	w.changed = 0
 	w.step(c)
+	if w.violation == nil {
+		w.checkCounters()
+	}
 	for i := range w.slots {
 		if w.slots[i].held.core.Forgotten() > 0 {
 			w.fail(InvariantStateKey, 0, "worker %s's bounded memory (freed values, deleted forks or early cancels) is full and forgot an entry: "+
@@ -576,6 +592,7 @@ func (w *world) step(c int) {
 		w.mw().remoteArrived.set(rc.RRef, true)
 		w.set(tableRemoteArrived, rrefKey(rc.RRef))
 	}
+	w.received(m)
 	w.deliver(m)
 	w.drain(m.to)
 }
@@ -875,6 +892,7 @@ func (w *world) crash(x WorkerID) {
 	w.slots[x-1].dead = true
 	mon := w.mw()
 	mon.markCrashed()
+	w.forgetDead(x)
 	kept := w.inflight[:0]
 	for _, m := range w.inflight {
 		if m.from != x && m.to != x {
@@ -967,6 +985,7 @@ func (w *world) process(id WorkerID, r core.Ready) {
 			continue
 		}
 		if eager {
+			w.received(inFlight{from: id, to: m.To, msg: m.Msg})
 			w.core(m.To).Deliver(id, m.Msg)
 			w.drain(m.To)
 			continue
@@ -1072,18 +1091,18 @@ func (w *world) run(id WorkerID, run core.Run) {
 // countRun is the check that every function runs once: a remote's per
 // value, a call's per call (its caller and call id).
 func (w *world) countRun(id WorkerID, run core.Run) {
-	k := runKey{call: true, worker: run.From, id: run.CallID}
+	k := fact{kind: factRanCall, key: [2]uint64{uint64(run.From), run.CallID}, a: id}
 	what := fmt.Sprintf("call %d from %s", run.CallID, w.name(run.From))
 	if run.Kind == core.RunRemote {
-		k = runKey{worker: run.RRef.Worker, id: run.RRef.Local}
+		k = fact{kind: factRan, key: [2]uint64{uint64(run.RRef.Worker), run.RRef.Local}, a: id}
 		what = fmt.Sprintf("the remote that makes %d:%d", run.RRef.Worker, run.RRef.Local)
 	}
-	w.write(tableRuns, k.loc())
-	if w.mon.ran.m[k] {
+	w.write(tableRuns, pairKey(k.key)^uint64(k.kind))
+	if w.findFact(k.kind, k.key) >= 0 {
 		w.fail(InvariantOnce, 0, "%s ran the function of %s a second time", w.name(id), what)
 		return
 	}
-	w.mw().markRan(k)
+	w.addFact(k)
 }
 
 // InvariantOnce is the violation of a function run twice, or of a run
@@ -1170,6 +1189,7 @@ func (w *world) ownerOf(id RRefID) WorkerID {
 
 // observe feeds the monitors with a message a worker emits.
 func (w *world) observe(from WorkerID, e core.Envelope) {
+	w.emitted(from, e)
 	descs := func(ds []rref.RRefDesc, to WorkerID, bindName string) {
 		for _, d := range ds {
 			mon := w.mw()
@@ -1414,8 +1434,11 @@ func (w *world) AppendState(b []byte) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(w.inflight)))
 	b = inflight.append(b)
-	pSum, monSum := w.p.sum, w.mon.sum
+	pSum, monSum, factSum := w.p.sum, w.mon.sum, w.factSum
 	if w.fresh {
+		if factSum = w.recomputeFactSum(); factSum != w.factSum {
+			w.fail("encoding", 0, "the counted facts' sum is stale")
+		}
 		// The clone check: the sums from the facts themselves, and the
 		// kept ones checked against them.
 		pSum, monSum = w.p.recomputeSum(), w.mon.recomputeSum()
@@ -1428,6 +1451,7 @@ func (w *world) AppendState(b []byte) []byte {
 	}
 	b = pSum.append(b)
 	b = binary.AppendUvarint(b, uint64(len(w.p.dups)))
+	b = factSum.append(b)
 	return monSum.append(b)
 }
 
