@@ -188,7 +188,13 @@ func (w *world) received(m inFlight) {
 	case *rref.RemoteRet:
 		settle(factUserWait, forkPair(msg.Fork))
 	case *rref.ForkAck:
-		settle(factUserWait, forkPair(msg.Fork))
+		if settle(factUserWait, forkPair(msg.Fork)) && msg.Refused {
+			// The user takes this answer, the first to reach it: its fork
+			// is refused (S3, S4).
+			mon := w.mw()
+			mon.mark(&mon.refused, factRefused, msg.Fork)
+			w.set(tableRefused, forkKey(msg.Fork))
+		}
 	case *rref.FetchRet:
 		if f, ok := w.p.fetchIDs.m[[2]uint64{uint64(to), msg.FetchID}]; ok && msg.Confirms {
 			settle(factUserWait, forkPair(f.issued.fork))

@@ -21,7 +21,7 @@ func TestMutants(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if len(names) < 20 {
+	if len(names) < 22 {
 		t.Fatalf("only %d mutants", len(names))
 	}
 	defer core.SetMutant(0)

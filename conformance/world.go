@@ -1254,13 +1254,13 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 		w.set(tableAnswered, forkKey(m.Fork))
 
 	case *rref.ForkAck:
+		// Answered when sent; refused only when the refusal is the answer
+		// its user takes (world.received): an owner that gave a value up
+		// refuses a resent request it had confirmed, and the user acts
+		// on whichever answer reaches it first.
 		mon := w.mw()
 		mon.mark(&mon.answered, factAnswered, m.Fork)
 		w.set(tableAnswered, forkKey(m.Fork))
-		if m.Refused {
-			mon.mark(&mon.refused, factRefused, m.Fork)
-			w.set(tableRefused, forkKey(m.Fork))
-		}
 	case *rref.ChildAccept:
 		if e.From == w.ownerOf(m.RRef) {
 			mon := w.mw()
