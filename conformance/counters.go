@@ -244,7 +244,11 @@ func (w *world) checkCounters() {
 				calls++
 			}
 		}
-		n := w.slots[i].held.core.Counters()
+		h := w.slots[i].held
+		if !h.counted {
+			h.counters, h.counted = h.core.Counters(), true
+		}
+		n := &h.counters
 		for _, c := range [...]struct {
 			name      string
 			got, want int

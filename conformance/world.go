@@ -300,6 +300,11 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
 type heldCore struct {
 	core *core.Core
 	refs int
+	// counters are core's counters once counted (counted): a core no
+	// world changes, such as one the cache of deliveries holds, is
+	// counted once however many steps lead to it (checkCounters).
+	counters core.Counters
+	counted  bool
 }
 
 // spares are the worlds and cores a search is done with, for the next
@@ -414,7 +419,7 @@ func (sp *spares) clone(c *core.Core) *heldCore {
 		if k := len(sp.cores); k > 0 {
 			h := sp.cores[k-1]
 			sp.cores = sp.cores[:k-1]
-			h.core, h.refs = c.CloneInto(h.core), 1
+			h.core, h.refs, h.counted = c.CloneInto(h.core), 1, false
 			return h
 		}
 	}
@@ -486,6 +491,7 @@ func (w *world) core(id WorkerID) *core.Core {
 		s.held = w.spare.clone(s.held.core)
 	}
 	s.key = digest{}
+	s.held.counted = false // it changes now
 	return s.held.core
 }
 
