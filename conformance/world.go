@@ -269,8 +269,9 @@ const (
 	inlineSlots    = 8
 	inlineInflight = 8
 	// inlineFacts: a run of the corpus's or the enumeration's programs
-	// rarely counts more (runs, calls out, users waiting, children lent).
-	inlineFacts = 12
+	// rarely counts more (runs, calls out, users waiting, children lent);
+	// the six-user chain's, at 12, spilled onto the heap on most clones.
+	inlineFacts = 16
 )
 
 func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
