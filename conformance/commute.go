@@ -38,6 +38,7 @@ const (
 	tableRemoteArrived        // monitor: values whose RemoteCall arrived
 	tableOwners               // monitor: a value's owner
 	tableRuns                 // monitor: the functions run, by value or call
+	tableFacts                // monitor: its counted facts, by kind and key (counters.go)
 )
 
 // cmdEvent marks a command's event, named by the program counter: no

@@ -20,9 +20,12 @@ import (
 //
 // Every fact here belongs to one worker and changes only in a step that
 // changes that worker's core (an emission from it, a delivery or a notice
-// to it), whose footprint already writes the core: the facts need no
-// footprint of their own. The functions run (InvariantOnce) are kept
-// beside them, in the same list, and have theirs (tableRuns).
+// to it). Two deliveries to one worker may still commute (the core ends
+// alike either way, reorder.go), so each fact a step looks up or changes
+// is in its footprint too (tableFacts, by kind and key). The check after
+// the step reads what the step left, a function of the state it enters,
+// and needs no record. The functions run (InvariantOnce) are kept beside
+// them, in the same list.
 
 // InvariantCounters is the violation of a core's counter that differs
 // from the monitor's count.
@@ -58,7 +61,11 @@ func (f *fact) digest() digest {
 
 func forkPair(f ForkID) [2]uint64 { return [2]uint64{uint64(f.Worker), f.Local} }
 
+// factLoc is a fact's location in footprints.
+func factLoc(kind byte, key [2]uint64) uint64 { return pairKey(key) ^ uint64(kind)<<56 }
+
 func (w *world) findFact(kind byte, key [2]uint64) int {
+	w.read(tableFacts, factLoc(kind, key))
 	for i := range w.facts {
 		if w.facts[i].kind == kind && w.facts[i].key == key {
 			return i
@@ -72,18 +79,21 @@ func (w *world) addFact(f fact) {
 	if w.findFact(f.kind, f.key) >= 0 {
 		return
 	}
+	w.write(tableFacts, factLoc(f.kind, f.key))
 	w.facts = append(w.facts, f)
 	w.factSum = w.factSum.add(f.digest())
 }
 
 // delFact drops the i-th fact.
 func (w *world) delFact(i int) {
+	w.write(tableFacts, factLoc(w.facts[i].kind, w.facts[i].key))
 	w.factSum = w.factSum.sub(w.facts[i].digest())
 	w.facts = slices.Delete(w.facts, i, i+1)
 }
 
 // delFacts drops every fact drop selects.
 func (w *world) delFacts(drop func(*fact) bool) {
+	w.fp.ReadTable(tableFacts) // it looks at every fact
 	for i := len(w.facts) - 1; i >= 0; i-- {
 		if drop(&w.facts[i]) {
 			w.delFact(i)
