@@ -10,9 +10,9 @@ import (
 // footprint the locations it reads and writes, so that the search can tell
 // which steps commute. The rule: every read or write of something another
 // step may change is recorded, including what made a command ready. What
-// only a crash or a duplicate command changes (dead workers, exemptions of
-// created values, pending duplications' list) needs no record, as those two
-// commands depend on everything. TestIndependentStepsCommute checks the
+// only a crash, an advance or a duplicate command changes (dead workers,
+// exemptions of created values, pending duplications' list) needs no
+// record, as those commands depend on everything. TestIndependentStepsCommute checks the
 // records against the steps themselves, pair by pair.
 
 // The tables locations are in.
@@ -37,6 +37,8 @@ const (
 	tableExempt               // monitor: forks a crash may have cut
 	tableRemoteArrived        // monitor: values whose RemoteCall arrived
 	tableOwners               // monitor: a value's owner
+	tableRuns                 // monitor: the functions run, by value or call
+	tableFacts                // monitor: its counted facts, by kind and key (counters.go)
 )
 
 // cmdEvent marks a command's event, named by the program counter: no

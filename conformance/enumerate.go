@@ -3,6 +3,8 @@ package conformance
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rrefkit/rref/runtime/core"
 )
 
 // Bound limits the programs Enumerate writes: at most Workers workers and
@@ -15,8 +17,9 @@ type Bound struct {
 // Enumerate writes every scenario program within b, once up to renaming,
 // and hands each to visit until visit returns false; it returns how many
 // it handed over. The commands are new, remote (and remote to self), pass,
-// return, fetch, release, timeout (of a remote to another worker) and one
-// crash. Workers and handles are named in
+// return, fetch, release, timeout (of a remote to another worker), one
+// crash and, once a remote to another worker was made, one advance of
+// every clock by the expiry period (core.DefaultPendingTicks). Workers and handles are named in
 // order of first use (A, B, C...; h1, h2...), so programs that differ only
 // in names are written once. A postlude releases what the program still
 // holds, settles and, when everything was released, expects clean.
@@ -51,6 +54,7 @@ type progHandleState struct {
 	fetched  bool
 	remote   bool // made by this worker's remote to another: it may time out
 	timedOut bool
+	owner    int // the worker that owns the value
 }
 
 type progState struct {
@@ -58,6 +62,13 @@ type progState struct {
 	workers int // named so far
 	handles []progHandleState
 	crashed int // 1 + the crashed worker, or 0
+	// awaits: a remote to another worker was made, so an owner may come to
+	// await its RemoteCall, and time passing may give the value up;
+	// advanced: time has passed (once a program is enough to expire it).
+	awaits, advanced bool
+	// duplicated: a command's message to the owner was resent (once a
+	// program); the duplicate line counts as a command.
+	duplicated bool
 }
 
 func (s progState) clone() progState {
@@ -137,16 +148,33 @@ func (e *enumerator) step(s progState) {
 		n.lines = append(n.lines, line)
 		e.step(n)
 	}
+	// resent is next with the message of kind from worker from to owner
+	// to, which the command sends, delivered twice: the owner must ignore
+	// the repeat. The two messages that make an owner count something
+	// new, a remote's RemoteCall and the ForkRequest of a handle passed
+	// on, are resent; once a program.
+	resent := func(n progState, line, kind string, from, to int, named ...int) {
+		if n.duplicated || from == to || len(n.lines)+2 > e.b.Commands {
+			return
+		}
+		n = n.clone()
+		n.duplicated = true
+		n.lines = append(n.lines, fmt.Sprintf("duplicate %s %s %s", workerName(from), workerName(to), kind))
+		next(n, line, named...)
+	}
 	fresh := fmt.Sprintf("h%d", len(s.handles)+1)
 	ws := e.candidates(s)
 	for _, w := range ws {
 		n := s.clone()
-		n.handles = append(n.handles, progHandleState{worker: w, name: fresh})
+		n.handles = append(n.handles, progHandleState{worker: w, name: fresh, owner: w})
 		next(n, fmt.Sprintf("new %s %s 1", workerName(w), fresh), w)
 		for _, o := range e.candidates(progState{workers: max(s.workers, w+1), crashed: s.crashed}) {
 			n := s.clone()
-			n.handles = append(n.handles, progHandleState{worker: w, name: fresh, remote: o != w})
-			next(n, fmt.Sprintf("remote %s %s %s 1", workerName(w), workerName(o), fresh), w, o)
+			n.handles = append(n.handles, progHandleState{worker: w, name: fresh, remote: o != w, owner: o})
+			n.awaits = n.awaits || o != w
+			line := fmt.Sprintf("remote %s %s %s 1", workerName(w), workerName(o), fresh)
+			next(n, line, w, o)
+			resent(n, line, "RemoteCall", w, o, w, o)
 		}
 	}
 	for i, h := range s.handles {
@@ -161,8 +189,12 @@ func (e *enumerator) step(s progState) {
 				}
 				n := s.clone()
 				n.handles[i].present = true
-				n.handles = append(n.handles, progHandleState{worker: v, name: fresh, received: true})
-				next(n, fmt.Sprintf("%s %s %s %s %s", op, w, workerName(v), h.name, fresh), v)
+				n.handles = append(n.handles, progHandleState{worker: v, name: fresh, received: true, owner: h.owner})
+				line := fmt.Sprintf("%s %s %s %s %s", op, w, workerName(v), h.name, fresh)
+				next(n, line, v)
+				if op == "pass" && h.worker != h.owner { // a user's handle: its receiver asks the owner for its fork
+					resent(n, line, "ForkRequest", v, h.owner, v)
+				}
 			}
 		}
 		if !h.fetched {
@@ -178,6 +210,11 @@ func (e *enumerator) step(s progState) {
 		n := s.clone()
 		n.handles[i].present, n.handles[i].released = true, true
 		next(n, fmt.Sprintf("release %s %s", w, h.name))
+	}
+	if s.awaits && !s.advanced {
+		n := s.clone()
+		n.advanced = true
+		next(n, fmt.Sprintf("advance %d", core.DefaultPendingTicks))
 	}
 	if s.crashed == 0 {
 		for w := 0; w < s.workers; w++ {

@@ -21,7 +21,7 @@ func TestMutants(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if len(names) < 20 {
+	if len(names) < 22 {
 		t.Fatalf("only %d mutants", len(names))
 	}
 	defer core.SetMutant(0)
@@ -62,12 +62,14 @@ func TestMutants(t *testing.T) {
 
 // TestEnumerationCatchesMutants: the programs of up to three commands over
 // three workers, which nobody wrote, catch these seeded bugs on their own
-// (the others need longer programs or a duplicated message).
+// (the other three need four commands over four workers:
+// TestEnumerationCatchRate, behind the long tag, measures both bounds).
 func TestEnumerationCatchesMutants(t *testing.T) {
 	defer core.SetMutant(0)
 	for _, name := range []string{"ack-unrecorded", "child-accept-early", "creator-delete-not-deferred", "cut-refused",
 		"dead-child-pinned", "dead-holder-kept", "fork-request-dropped", "no-pin", "owner-death-not-to-fetches",
-		"owner-deletes-on-first", "pending-release-no-delete", "timed-out-delete-early", "merged-ack-not-carried", "ack-carried-to-any-fork"} {
+		"owner-deletes-on-first", "pending-release-no-delete", "timed-out-delete-early", "merged-ack-not-carried", "ack-carried-to-any-fork",
+		"duplicate-fork-counted", "late-remote-recreates", "no-tombstone", "resent-remote-runs-again", "pending-released-uncounted"} {
 		core.SetMutant(core.Mutants[name])
 		caught := ""
 		n := Enumerate(Bound{Workers: 3, Commands: 3}, func(sc *Scenario) bool {

@@ -36,7 +36,7 @@ type RuntimeResult struct {
 func runtimeSupported(sc *Scenario) string {
 	for _, c := range sc.Cmds {
 		switch c.Op {
-		case scenario.OpTimeout, scenario.OpDuplicate:
+		case scenario.OpTimeout, scenario.OpAdvance, scenario.OpDuplicate:
 			// The target would refuse them: say why before any run.
 			t := &rtTarget{}
 			return scenario.Exec(t, &c).Error()
@@ -226,6 +226,10 @@ func (t *rtTarget) Release(w, x string) error {
 
 func (t *rtTarget) Timeout(w, x string) error {
 	return errors.New("timeout marks a remote timed out from inside the core; the runtime does it by RemoteTimeout")
+}
+
+func (t *rtTarget) Advance(w string, ticks int64) error {
+	return errors.New("advance moves the core's clock from inside; the runtime's clock is real time (its sweeper ticks every twentieth of Config.CallTimeout)")
 }
 
 func (t *rtTarget) Duplicate(from, to, kind string) error {

@@ -15,7 +15,8 @@ import (
 // sorting every fact again. recomputeSum is the reference the clone check
 // compares the sums against.
 
-// The kinds of facts, the first byte of each encoding.
+// The kinds of facts, the first byte of each encoding (counters.go has
+// more: u, l, k, o, n and m).
 const (
 	factHandle     = 'h'
 	factFetch      = 'f'

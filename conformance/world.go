@@ -238,6 +238,16 @@ type world struct {
 	// sets (explore.Commuter). Shared by a world's clones, as scratch is:
 	// the search copies it after each step, before the next.
 	fp *explore.Footprint
+	// facts are the monitor's counted facts (counters.go): the functions
+	// run and what the cores' counters count. They live in the world, in
+	// factRoom while they fit, so that a clone copies them with itself
+	// and a step changes them in place; factSum is their sum, in the key.
+	facts    []fact
+	factSum  digest
+	factRoom [inlineFacts]fact
+	// changed holds the workers whose cores the current step changed, a
+	// bit each (touch), for the check of their counters.
+	changed uint64
 	// commutes caches Commutes' answers for a core factory of the caller's
 	// (nil: the production core's, in commuteCache), shared the same way.
 	commutes *map[commuteKey]bool
@@ -258,6 +268,10 @@ type world struct {
 const (
 	inlineSlots    = 8
 	inlineInflight = 8
+	// inlineFacts: a run of the corpus's or the enumeration's programs
+	// rarely counts more (runs, calls out, users waiting, children lent);
+	// the six-user chain's, at 12, spilled onto the heap on most clones.
+	inlineFacts = 16
 )
 
 func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
@@ -287,6 +301,11 @@ func newWorld(sc *Scenario, factory CoreFactory, unreduced bool) *world {
 type heldCore struct {
 	core *core.Core
 	refs int
+	// counters are core's counters once counted (counted): a core no
+	// world changes, such as one the cache of deliveries holds, is
+	// counted once however many steps lead to it (checkCounters).
+	counters core.Counters
+	counted  bool
 }
 
 // spares are the worlds and cores a search is done with, for the next
@@ -385,6 +404,7 @@ func (sp *spares) drop(h *heldCore) {
 
 // hold makes d's core worker id's core in w.
 func (w *world) hold(id WorkerID, d *delivery) {
+	w.touch(id)
 	s := &w.slots[id-1]
 	if s.held != d.held {
 		w.spare.drop(s.held)
@@ -400,7 +420,7 @@ func (sp *spares) clone(c *core.Core) *heldCore {
 		if k := len(sp.cores); k > 0 {
 			h := sp.cores[k-1]
 			sp.cores = sp.cores[:k-1]
-			h.core, h.refs = c.CloneInto(h.core), 1
+			h.core, h.refs, h.counted = c.CloneInto(h.core), 1, false
 			return h
 		}
 	}
@@ -443,6 +463,7 @@ func (w *world) Clone() *world {
 		w.slots[i].held.refs++
 	}
 	n.inflight = inline(n.inflightRoom[:], w.inflight)
+	n.facts = inline(n.factRoom[:], w.facts)
 	// The program's state and the monitor are shared the same way.
 	n.pOwned, w.pOwned = false, false
 	n.monOwned, w.monOwned = false, false
@@ -464,12 +485,14 @@ func (w *world) name(id WorkerID) string { return w.sc.Workers[id-1] }
 // core is worker id's core, to change: copied first if a clone shares it.
 func (w *world) core(id WorkerID) *core.Core {
 	w.write(tableCore, uint64(id))
+	w.touch(id)
 	s := &w.slots[id-1]
 	if s.held.refs > 1 {
 		s.held.refs--
 		s.held = w.spare.clone(s.held.core)
 	}
 	s.key = digest{}
+	s.held.counted = false // it changes now
 	return s.held.core
 }
 
@@ -536,7 +559,11 @@ func (w *world) ChoiceKey(c int) string {
 
 // Step applies choice c.
 func (w *world) Step(c int) {
+	w.changed = 0
 	w.step(c)
+	if w.violation == nil {
+		w.checkCounters()
+	}
 	for i := range w.slots {
 		if w.slots[i].held.core.Forgotten() > 0 {
 			w.fail(InvariantStateKey, 0, "worker %s's bounded memory (freed values, deleted forks or early cancels) is full and forgot an entry: "+
@@ -572,6 +599,7 @@ func (w *world) step(c int) {
 		w.mw().remoteArrived.set(rc.RRef, true)
 		w.set(tableRemoteArrived, rrefKey(rc.RRef))
 	}
+	w.received(m)
 	w.deliver(m)
 	w.drain(m.to)
 }
@@ -748,6 +776,48 @@ func (w *world) Timeout(wn, x string) error {
 	return nil
 }
 
+// Advance ticks the clock of worker wn (of every live worker when wn is
+// "") ticks times. The only thing a core does on time is give up a value
+// whose RemoteCall has not arrived after core.DefaultPendingTicks: such a
+// value never exists now, and the monitor exempts it as it does a value
+// whose creator died before its RemoteCall arrived (S1, S4).
+func (w *world) Advance(wn string, ticks int64) error {
+	w.fp.Everything() // it may change any core, and what the checks read of it
+	for i := range w.slots {
+		id := WorkerID(i + 1)
+		if w.slots[i].dead || wn != "" && w.ids[wn] != id {
+			continue
+		}
+		awaited := w.awaitedOn(id)
+		cr := w.core(id)
+		for range ticks {
+			cr.Tick()
+		}
+		if len(awaited) > 0 {
+			held := w.awaitedOn(id)
+			for _, v := range awaited {
+				if !slices.Contains(held, v) {
+					w.mw().markExemptRRef(v) // given up: it will never exist
+				}
+			}
+		}
+		w.drain(id)
+	}
+	return nil
+}
+
+// awaitedOn lists the values worker id keeps a record of whose RemoteCall
+// has not arrived (those its clock may give up), in its core's order.
+func (w *world) awaitedOn(id WorkerID) []RRefID {
+	var out []RRefID
+	for _, h := range w.slots[id-1].held.core.Held() {
+		if h.Kind == core.HeldValue && h.RRef.Worker != id && !w.mon.remoteArrived.m[h.RRef] {
+			out = append(out, h.RRef)
+		}
+	}
+	return out
+}
+
 func (w *world) Crash(wn string) error {
 	w.fp.Everything() // it drops messages, and changes what every check reads
 	w.crash(w.ids[wn])
@@ -829,6 +899,7 @@ func (w *world) crash(x WorkerID) {
 	w.slots[x-1].dead = true
 	mon := w.mw()
 	mon.markCrashed()
+	w.forgetDead(x)
 	kept := w.inflight[:0]
 	for _, m := range w.inflight {
 		if m.from != x && m.to != x {
@@ -921,6 +992,7 @@ func (w *world) process(id WorkerID, r core.Ready) {
 			continue
 		}
 		if eager {
+			w.received(inFlight{from: id, to: m.To, msg: m.Msg})
 			w.core(m.To).Deliver(id, m.Msg)
 			w.drain(m.To)
 			continue
@@ -987,12 +1059,16 @@ func (w *world) bindTravelled(k handleKey, h core.HandleID) {
 
 func (w *world) run(id WorkerID, run core.Run) {
 	cr := w.core(id)
+	w.countRun(id, run)
 	switch {
 	case run.Kind == core.RunRemote:
+		fail := core.Failure{}
+		value := run.Args
 		if run.Fn == "fail" {
-			cr.CompleteRemote(run.RRef, nil, core.Failure{Kind: rref.ErrorKindUser, Message: "scenario function failed"})
-		} else {
-			cr.CompleteRemote(run.RRef, run.Args, core.Failure{})
+			fail, value = core.Failure{Kind: rref.ErrorKindUser, Message: "scenario function failed"}, nil
+		}
+		if err := cr.CompleteRemote(run.RRef, value, fail); err != nil {
+			w.fail(InvariantOnce, 0, "%s could not store what its function made: %v", w.name(id), err)
 		}
 	case run.Fn == "__pass":
 		if len(run.Handles) == 1 {
@@ -1018,6 +1094,29 @@ func (w *world) run(id WorkerID, run core.Run) {
 		cr.Return(run.From, run.CallID, nil, nil, core.Failure{Kind: rref.ErrorKindUnknownFunction, Message: run.Fn})
 	}
 }
+
+// countRun is the check that every function runs once: a remote's per
+// value, a call's per call (its caller and call id).
+func (w *world) countRun(id WorkerID, run core.Run) {
+	k := fact{kind: factRanCall, key: [2]uint64{uint64(run.From), run.CallID}, a: id}
+	what := fmt.Sprintf("call %d from %s", run.CallID, w.name(run.From))
+	if run.Kind == core.RunRemote {
+		k = fact{kind: factRan, key: [2]uint64{uint64(run.RRef.Worker), run.RRef.Local}, a: id}
+		what = fmt.Sprintf("the remote that makes %d:%d", run.RRef.Worker, run.RRef.Local)
+	}
+	w.write(tableRuns, pairKey(k.key)^uint64(k.kind))
+	if w.findFact(k.kind, k.key) >= 0 {
+		w.fail(InvariantOnce, 0, "%s ran the function of %s a second time", w.name(id), what)
+		return
+	}
+	w.addFact(k)
+}
+
+// InvariantOnce is the violation of a function run twice, or of a run
+// whose result the core would not take: the protocol runs each remote's
+// and each call's function once (a resent RemoteCall is ignored; a Call is
+// not resent).
+const InvariantOnce = "once"
 
 func (w *world) fetched(id WorkerID, fr core.FetchResult) {
 	fid := [2]uint64{uint64(id), fr.FetchID}
@@ -1097,6 +1196,7 @@ func (w *world) ownerOf(id RRefID) WorkerID {
 
 // observe feeds the monitors with a message a worker emits.
 func (w *world) observe(from WorkerID, e core.Envelope) {
+	w.emitted(from, e)
 	descs := func(ds []rref.RRefDesc, to WorkerID, bindName string) {
 		for _, d := range ds {
 			mon := w.mw()
@@ -1161,13 +1261,13 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 		w.set(tableAnswered, forkKey(m.Fork))
 
 	case *rref.ForkAck:
+		// Answered when sent; refused only when the refusal is the answer
+		// its user takes (world.received): an owner that gave a value up
+		// refuses a resent request it had confirmed, and the user acts
+		// on whichever answer reaches it first.
 		mon := w.mw()
 		mon.mark(&mon.answered, factAnswered, m.Fork)
 		w.set(tableAnswered, forkKey(m.Fork))
-		if m.Refused {
-			mon.mark(&mon.refused, factRefused, m.Fork)
-			w.set(tableRefused, forkKey(m.Fork))
-		}
 	case *rref.ChildAccept:
 		if e.From == w.ownerOf(m.RRef) {
 			mon := w.mw()
@@ -1341,8 +1441,11 @@ func (w *world) AppendState(b []byte) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(w.inflight)))
 	b = inflight.append(b)
-	pSum, monSum := w.p.sum, w.mon.sum
+	pSum, monSum, factSum := w.p.sum, w.mon.sum, w.factSum
 	if w.fresh {
+		if factSum = w.recomputeFactSum(); factSum != w.factSum {
+			w.fail("encoding", 0, "the counted facts' sum is stale")
+		}
 		// The clone check: the sums from the facts themselves, and the
 		// kept ones checked against them.
 		pSum, monSum = w.p.recomputeSum(), w.mon.recomputeSum()
@@ -1355,6 +1458,7 @@ func (w *world) AppendState(b []byte) []byte {
 	}
 	b = pSum.append(b)
 	b = binary.AppendUvarint(b, uint64(len(w.p.dups)))
+	b = factSum.append(b)
 	return monSum.append(b)
 }
 

@@ -164,6 +164,8 @@ type worker[M Model[M]] struct {
 	// canon keys states: by class under a Symmetric model's renamings.
 	canon *canonizer[M]
 	path  []int
+	// log mirrors path for the watchdog of a time bound (watched).
+	log *stepLog
 	// onPath holds the states on the path from the start: a step back to
 	// one closes a cycle, which is not followed again.
 	onPath map[stateKey]bool
@@ -319,6 +321,7 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 		// The step is on the path before the model's calls that take it:
 		// a panic in them is blamed on it.
 		w.path = append(w.path, pos)
+		w.log.push(pos)
 		n := m
 		cloned := i < len(take)-1 || reorder
 		if cloned {
@@ -358,6 +361,7 @@ func (w *worker[M]) dfs(m M, depth, lo int) memoEntry {
 			}
 		}
 		w.path = w.path[:len(w.path)-1]
+		w.log.pop()
 		if s.stop.Load() {
 			if s.live != nil {
 				// The steps taken so far, for a search a bound stopped: a
@@ -419,7 +423,7 @@ func (w *worker[M]) awake(m M, choices []int, lo int, only []Event) []int {
 // exhaustive explores every order depth-first with memoised state
 // fingerprints, counting schedules exactly; on a failure it searches
 // breadth-first for the shortest schedule that fails.
-func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result {
+func exhaustive[M Model[M]](start func() M, opt Options, began time.Time, watch *watch) Result {
 	s := &search[M]{opt: opt, began: began, hash: newHasher(), memo: newMemo()}
 	first := start() // worker 0's start, and what the model is
 	_, commuter := any(first).(Commuter)
@@ -458,7 +462,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 	)
 	stopCoverage := startCoverage(func() M { return first }, opt)
 	for i := range workers {
-		w := &worker[M]{s: s, onPath: map[stateKey]bool{}, reduce: reduce, canon: canon.clone()}
+		w := &worker[M]{s: s, onPath: map[stateKey]bool{}, reduce: reduce, canon: canon.clone(), log: watch.log(fmt.Sprintf("searcher %d", i))}
 		w.reorder = reorderer && reduce
 		w.recycle = recycler
 		if i > 0 {
@@ -471,6 +475,7 @@ func exhaustive[M Model[M]](start func() M, opt Options, began time.Time) Result
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer w.log.finish()
 			defer func() {
 				// A panic in the model's code fails the search on the
 				// schedule that met it: dfs puts a step on w.path before

@@ -371,12 +371,17 @@ func ParseSchedule(s string) ([]int, error) {
 func Explore[M Model[M]](start func() M, opt Options) Result {
 	opt.defaults()
 	began := time.Now()
+	search := func(w *watch) Result {
+		if opt.Mode == Random || opt.Mode == PCT {
+			return walks(start, opt, began, w)
+		}
+		return exhaustive(start, opt, began, w)
+	}
 	var r Result
-	switch opt.Mode {
-	case Random, PCT:
-		r = walks(start, opt, began)
-	default:
-		r = exhaustive(start, opt, began)
+	if opt.Timeout > 0 {
+		r = watched(start, opt, began, search) // the bound holds even if a step never returns
+	} else {
+		r = search(nil)
 	}
 	r.Mode, r.Duration = opt.Mode, time.Since(began)
 	return r

@@ -8,8 +8,10 @@ import (
 )
 
 // walks runs seeded random or PCT schedules; each failure replays from its seed.
-func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
+func walks[M Model[M]](start func() M, opt Options, began time.Time, watch *watch) Result {
 	var r Result
+	log := watch.log("the walker")
+	defer log.finish()
 	hash := newHasher()
 	seen := map[stateKey]bool{}
 	var buf []byte
@@ -25,7 +27,7 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 			gather = nil // the walks go on; only the count of distinct states stops
 		}
 		seed := opt.Seed + int64(i)
-		path, v, long := walk(start, opt, seed, hash, gather, &buf)
+		path, v, long := walk(start, opt, seed, hash, gather, &buf, log)
 		r.Schedules++
 		if long {
 			r.Truncated = fmt.Sprintf("walk %d (seed %d) ran past the depth bound %d: the run may never end", i+1, seed, opt.MaxDepth)
@@ -55,7 +57,8 @@ func walks[M Model[M]](start func() M, opt Options, began time.Time) Result {
 // seen, when not nil, gathers the states passed through. long reports a
 // walk stopped by the depth bound. A panic in the model's code is a
 // violation on the path so far, the step that met it last.
-func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen map[stateKey]bool, buf *[]byte) (path []int, v *Violation, long bool) {
+func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen map[stateKey]bool, buf *[]byte, log *stepLog) (path []int, v *Violation, long bool) {
+	log.reset()
 	defer func() {
 		if p := recover(); p != nil {
 			v, long = panicked(p), false
@@ -97,6 +100,7 @@ func walk[M Model[M]](start func() M, opt Options, seed int64, hash hasher, seen
 			}
 		}
 		path = append(path, pos)
+		log.push(pos)
 		m.Step(choices[pos])
 		if v := m.Violation(); v != nil {
 			return path, v, false

@@ -22,6 +22,9 @@ type Target interface {
 	Fetch(w, x string) error
 	Release(w, x string) error
 	Timeout(w, x string) error
+	// Advance ticks worker w's clock (every live worker's when w is "")
+	// ticks times: time passes, and what waits for a deadline expires.
+	Advance(w string, ticks int64) error
 	Crash(w string) error
 	Duplicate(from, to, kind string) error
 	Settle() error
@@ -92,6 +95,8 @@ func Exec(t Target, c *Cmd) error {
 		return t.Release(c.W, c.X)
 	case OpTimeout:
 		return t.Timeout(c.W, c.X)
+	case OpAdvance:
+		return t.Advance(c.W, c.Value)
 	case OpCrash:
 		return t.Crash(c.W)
 	case OpDuplicate:

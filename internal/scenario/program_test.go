@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,7 @@ func (f *fake) Return(w, c, x, y string) error        { return f.do("return " + 
 func (f *fake) Fetch(w, x string) error               { return f.do("fetch " + w + x) }
 func (f *fake) Release(w, x string) error             { return f.do("release " + w + x) }
 func (f *fake) Timeout(w, x string) error             { return f.do("timeout " + w + x) }
+func (f *fake) Advance(w string, n int64) error       { return f.do(fmt.Sprintf("advance %s%d", w, n)) }
 func (f *fake) Crash(w string) error                  { f.dead[w] = true; return f.do("crash " + w) }
 func (f *fake) Duplicate(from, to, kind string) error { return f.do("duplicate " + from + to + kind) }
 func (f *fake) Settle() error                         { return f.do("settle") }
@@ -194,5 +196,39 @@ func TestParseCommand(t *testing.T) {
 		if _, err := ParseCommand([]string{"A", "B"}, bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestAdvance: "advance N" moves every worker's clock, "advance W N" W's
+// alone, by 1 to MaxAdvance ticks; anything else is refused with its line.
+func TestAdvance(t *testing.T) {
+	for text, want := range map[string]string{"advance 40": "advance 40", "advance B 3": "advance B3"} {
+		c, err := ParseCommand([]string{"A", "B"}, text)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		f := newFake()
+		if err := Exec(f, &c); err != nil || len(f.did) != 1 || f.did[0] != want {
+			t.Errorf("%q did %v, %v; want %q", text, f.did, err, want)
+		}
+	}
+	for text, want := range map[string]string{
+		"advance":        "takes 1 or 2 arguments",
+		"advance A B 3":  "takes 1 or 2 arguments",
+		"advance 0":      "want 1 to 1000",
+		"advance 1001":   "want 1 to 1000",
+		"advance Z 3":    "unknown worker",
+		"advance A soon": "bad integer",
+	} {
+		if _, err := ParseCommand([]string{"A", "B"}, text); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", text, err, want)
+		}
+	}
+	// A worker's advance waits for its worker, as every command does.
+	p := program(t, "workers A B\nadvance A 2\n")
+	f := newFake()
+	f.dead["A"] = true
+	if p.Ready(f) {
+		t.Error("a dead worker's clock advanced")
 	}
 }

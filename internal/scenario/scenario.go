@@ -31,6 +31,9 @@ const (
 	OpSettle  Op = "settle"
 	OpCrash   Op = "crash"
 	OpTimeout Op = "timeout"
+	// OpAdvance moves time on: "advance N" ticks every live worker's
+	// clock N times, "advance W N" W's alone.
+	OpAdvance Op = "advance"
 	OpExpect  Op = "expect"
 	// OpDuplicate is an extension of the language: "duplicate W V K" makes the
 	// network deliver the next message of type K from W to V twice, as a resend
@@ -62,6 +65,13 @@ type Scenario struct {
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+
+// MaxAdvance bounds the ticks one advance takes: each is a step of every
+// core it reaches, and a core gives a record up after
+// core.DefaultPendingTicks (40) of them, so a thousand, twenty-five
+// expiry periods, is past anything a scenario needs, and a mistyped
+// count cannot hang a run.
+const MaxAdvance = 1000
 
 // ErrorKinds are the failure kinds `expect error` accepts.
 var ErrorKinds = []string{"user", "timeout", "deleted", "owner-failed", "lost"}
@@ -231,6 +241,24 @@ func (p *parser) command(line int, f []string) (c Cmd, ok bool) {
 		}
 	case OpSettle:
 		need(0, "settle")
+	case OpAdvance:
+		n := args
+		if len(args) == 2 {
+			if !worker(args[0]) {
+				break
+			}
+			c.W, n = args[0], args[1:]
+		}
+		if len(n) != 1 {
+			fail(line, "advance takes 1 or 2 arguments: advance [W] N")
+			break
+		}
+		if v, ok := value(n[0]); ok {
+			if v < 1 || v > MaxAdvance {
+				fail(line, "advance by %d ticks: want 1 to %d", v, MaxAdvance)
+			}
+			c.Value = v
+		}
 	case OpDuplicate:
 		if need(3, "duplicate W V K") && worker(args[0]) && worker(args[1]) {
 			c.W, c.V, c.Kind = args[0], args[1], args[2]

@@ -575,7 +575,7 @@ func (c *Core) Counters() Counters {
 		}
 	}
 	for _, u := range c.users.all() {
-		if u.state == rref.UserPending || u.state == rref.UserPendingReleased {
+		if u.state == rref.UserPending || u.state == rref.UserPendingReleased && !mutant(mutPendingReleasedUncounted) {
 			n.PendingUsers++
 		}
 	}

@@ -26,4 +26,6 @@ const (
 	mutRefuseAfterCrash                             // after any crash the owner refuses every fork request
 	mutMergedAckNotCarried                          // a held-back RemoteRet is dropped when the creator's fetch is answered, which does not confirm
 	mutAckCarriedToAnyFork                          // a held-back RemoteRet rides on the answer to a fetch through another fork
+	mutResentRemoteRunsAgain                        // a resent RemoteCall of a value that exists runs its function a second time
+	mutPendingReleasedUncounted                     // pending_users leaves out the released users still awaiting their confirmation
 )

@@ -24,6 +24,8 @@ var Mutants = map[string]mutantID{
 	"refuse-after-crash":          mutRefuseAfterCrash,
 	"merged-ack-not-carried":      mutMergedAckNotCarried,
 	"ack-carried-to-any-fork":     mutAckCarriedToAnyFork,
+	"resent-remote-runs-again":    mutResentRemoteRunsAgain,
+	"pending-released-uncounted":  mutPendingReleasedUncounted,
 }
 
 var activeMutant mutantID

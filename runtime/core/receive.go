@@ -116,6 +116,9 @@ func (c *Core) onRemoteCall(from WorkerID, m *rref.RemoteCall) error {
 	awaited := o.state == rref.OwnerAwaiting
 	if c.stepOwner(o, rref.OwnerOnCreate) != genrt.Moved {
 		c.dupes++
+		if mutant(mutResentRemoteRunsAgain) {
+			c.ready.Runs = append(c.ready.Runs, Run{Kind: RunRemote, From: from, RRef: m.RRef, Fn: m.Function, Args: m.Args})
+		}
 		return nil
 	}
 	if created {

@@ -36,6 +36,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of script
 //	fetch W x            W fetches x
 //	release W x          W drops x
 //	timeout W x          W's remote that created x timed out
+//	advance [W] N        the scenario language's tick: every live core's (or W's), N times
 //	crash W              W dies; every other core is told at once
 //	deliver [W V [Kind]] deliver the oldest in-flight message (from W to V, of Kind)
 //	deliver-all          deliver oldest first until nothing is in flight
@@ -296,7 +297,7 @@ func (s *script) run(line string) error {
 			s.learnIDs(id)
 		}
 		return nil
-	case "new", "remote", "pass", "return", "fetch", "release", "timeout", "crash":
+	case "new", "remote", "pass", "return", "fetch", "release", "timeout", "advance", "crash":
 		// The scenario language's own commands, run by its interpreter.
 		c, err := scenario.ParseCommand(s.names, line)
 		if err != nil {
@@ -450,6 +451,21 @@ func (s *script) Timeout(w, x string) error {
 		return err
 	}
 	s.drain(s.ids[w])
+	return nil
+}
+
+// Advance ticks the cores as the scenario language says: one worker's, or
+// every live one's.
+func (s *script) Advance(w string, ticks int64) error {
+	for i, c := range s.cores {
+		if s.dead[i] || w != "" && s.names[i] != w {
+			continue
+		}
+		for range ticks {
+			c.Tick()
+		}
+		s.drain(core.WorkerID(i + 1))
+	}
 	return nil
 }
 
