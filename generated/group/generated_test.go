@@ -18,7 +18,7 @@ func messageSamples() []Message {
 		},
 		&Refusal{
 			Detail: "héllo",
-			Reason: RefusalReasonMalformed,
+			Reason: RefusalReasonNotJoinable,
 			View:   "héllo",
 		},
 		&Ready{},
@@ -27,10 +27,61 @@ func messageSamples() []Message {
 			Round: 1099511627776,
 			Sent:  []uint64{1099511627776, 1099511627776},
 			Taken: []uint64{1099511627776, 1099511627776},
+			View:  1099511627776,
 		},
 		&Fence{
 			Member: 70000,
 			Reason: "héllo",
+		},
+		&Propose{
+			Addr:   "héllo",
+			Kind:   ChangeKindRemove,
+			Member: 70000,
+			Name:   "héllo",
+		},
+		&View{View: Membership{
+			Members: []ViewMember{ViewMember{
+				Addr: "héllo",
+				ID:   70000,
+				Name: "héllo",
+			}},
+			NextID: 70000,
+			Number: 1099511627776,
+		}},
+		&ViewReport{View: Membership{
+			Members: []ViewMember{ViewMember{
+				Addr: "héllo",
+				ID:   70000,
+				Name: "héllo",
+			}},
+			NextID: 70000,
+			Number: 1099511627776,
+		}},
+		&JoinRequest{
+			Addr: "héllo",
+			Name: "héllo",
+		},
+		&Welcome{
+			Identity: []byte{0, 1, 255},
+			Member:   70000,
+			View: Membership{
+				Members: []ViewMember{ViewMember{
+					Addr: "héllo",
+					ID:   70000,
+					Name: "héllo",
+				}},
+				NextID: 70000,
+				Number: 1099511627776,
+			},
+		},
+		&LinkHello{
+			Identity: []byte{0, 1, 255},
+			Member:   70000,
+		},
+		&JoinRefused{
+			Detail: "héllo",
+			Name:   "héllo",
+			Reason: RefusalReasonNotJoinable,
 		},
 	}
 }
@@ -56,7 +107,7 @@ func TestControlMessagesDecodeWithoutAllocating(t *testing.T) {
 	}
 	var d Decoder
 	buf := make([]byte, 0, 1024)
-	control := map[Code]bool{CodeReady: true}
+	control := map[Code]bool{CodeReady: true, CodeLinkHello: true}
 	for _, m := range messageSamples() {
 		if !control[m.MessageCode()] {
 			continue

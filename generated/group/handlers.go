@@ -46,9 +46,18 @@ type MemberHandler interface {
 	// The member is closed without the barrier (Close, a crash).
 	// OnClose handles internal event Close.
 	OnClose(env MemberEnv) error
-	// The group fenced this member (a Fence naming it).
+	// The group fenced this member (a Fence naming it, or a view without
+	// it while it did not depart).
 	// OnFenced handles message event Fenced.
 	OnFenced(env MemberEnv, from protocol.NodeID, m *Fence) error
+	// OnLeave handles internal event Leave.
+	OnLeave(env MemberEnv) error
+	// A view with this member in it, newer than the one it holds.
+	// OnViewChange handles message event ViewChange.
+	OnViewChange(env MemberEnv, from protocol.NodeID, m *View) error
+	// The view without this member, made for its Leave.
+	// OnExcluded handles message event Excluded.
+	OnExcluded(env MemberEnv, from protocol.NodeID, m *View) error
 }
 
 // MemberGuard is implemented by a Member handler whose inputs have a guard: the
@@ -81,6 +90,8 @@ type MemberEnv interface {
 	RaiseConfirmed()
 	// RaiseClose steps event Close right after the running handler returns.
 	RaiseClose()
+	// RaiseLeave steps event Leave right after the running handler returns.
+	RaiseLeave()
 }
 
 // memberEnv is MemberEnv over a runtime's host.
@@ -124,6 +135,10 @@ func (e memberEnv) RaiseClose() {
 	e.h.Raise(int(MemberOnClose), nil)
 }
 
+func (e memberEnv) RaiseLeave() {
+	e.h.Raise(int(MemberOnLeave), nil)
+}
+
 // memberBridge runs Member handlers for a runtime.
 var memberBridge = &protocol.Machine{
 	Begin: func(h any, host protocol.Host, saved any) error {
@@ -157,6 +172,20 @@ var memberBridge = &protocol.Machine{
 				return fmt.Errorf("%w: machine Member event Fenced takes Fence, not %T", protocol.ErrPayload, payload)
 			}
 			return hd.OnFenced(env, from, m)
+		case MemberOnLeave:
+			return hd.OnLeave(env)
+		case MemberOnViewChange:
+			m, ok := payload.(*View)
+			if !ok {
+				return fmt.Errorf("%w: machine Member event ViewChange takes View, not %T", protocol.ErrPayload, payload)
+			}
+			return hd.OnViewChange(env, from, m)
+		case MemberOnExcluded:
+			m, ok := payload.(*View)
+			if !ok {
+				return fmt.Errorf("%w: machine Member event Excluded takes View, not %T", protocol.ErrPayload, payload)
+			}
+			return hd.OnExcluded(env, from, m)
 		}
 		return fmt.Errorf("%w: machine Member has no event %d", protocol.ErrUndeclared, e)
 	},
@@ -173,11 +202,17 @@ var memberBridge = &protocol.Machine{
 			return int(MemberOnReport), true
 		case *Fence:
 			return int(MemberOnFenced), true
+		case *View:
+			// Several events carry it: the first the state handles or ignores.
+			if memberTable[s][MemberOnViewChange] != 0 {
+				return int(MemberOnViewChange), true
+			}
+			return int(MemberOnExcluded), true
 		}
 		return 0, false
 	},
 	Info:    &MemberMachine,
-	Sources: []protocol.EventSource{protocol.Internal, protocol.Internal, protocol.Internal, protocol.FromMessage, protocol.Internal, protocol.FromMessage},
+	Sources: []protocol.EventSource{protocol.Internal, protocol.Internal, protocol.Internal, protocol.FromMessage, protocol.Internal, protocol.FromMessage, protocol.Internal, protocol.FromMessage, protocol.FromMessage},
 	Start:   int(MemberStart),
 	Step: func(s, e int) (int, genrt.Outcome, error) {
 		next, out, err := StepMember(MemberState(s), MemberEvent(e))

@@ -10,14 +10,19 @@ import (
 
 // MemberState is a state of machine Member.
 //
-// A member's view of the shutdown barrier.
+// A member's life in the group: running, leaving by the shutdown
+// barrier or departing alone, closed. Views are applied while it runs,
+// leaves or departs.
 type MemberState uint8
 
 const (
 	MemberRunning MemberState = 0
 	// In Shutdown: reporting, waiting for two equal settled pictures.
 	MemberLeaving MemberState = 1
-	MemberClosed  MemberState = 2
+	// In Leave: it takes no new calls, its references are released and
+	// its values drain; then it asks for a view without it.
+	MemberDeparting MemberState = 2
+	MemberClosed    MemberState = 3
 )
 
 // MemberStart is the state a new Member machine begins in.
@@ -29,6 +34,8 @@ func (s MemberState) String() string {
 		return "running"
 	case MemberLeaving:
 		return "leaving"
+	case MemberDeparting:
+		return "departing"
 	case MemberClosed:
 		return "closed"
 	}
@@ -47,7 +54,7 @@ func (s MemberState) IsFinal() bool {
 // IsHot reports whether s is a hot state: a run must not end there.
 func (s MemberState) IsHot() bool {
 	switch s {
-	case MemberLeaving:
+	case MemberLeaving, MemberDeparting:
 		return true
 	}
 	return false
@@ -67,9 +74,17 @@ const (
 	MemberOnReport MemberEvent = 3
 	// The member is closed without the barrier (Close, a crash).
 	MemberOnClose MemberEvent = 4
-	// The group fenced this member (a Fence naming it).
+	// The group fenced this member (a Fence naming it, or a view without
+	// it while it did not depart).
 	// Payload: Fence.
 	MemberOnFenced MemberEvent = 5
+	MemberOnLeave  MemberEvent = 6
+	// A view with this member in it, newer than the one it holds.
+	// Payload: View.
+	MemberOnViewChange MemberEvent = 7
+	// The view without this member, made for its Leave.
+	// Payload: View.
+	MemberOnExcluded MemberEvent = 8
 )
 
 func (e MemberEvent) String() string {
@@ -86,22 +101,29 @@ func (e MemberEvent) String() string {
 		return "Close"
 	case MemberOnFenced:
 		return "Fenced"
+	case MemberOnLeave:
+		return "Leave"
+	case MemberOnViewChange:
+		return "ViewChange"
+	case MemberOnExcluded:
+		return "Excluded"
 	}
 	return "MemberEvent(" + strconv.Itoa(int(e)) + ")"
 }
 
 // memberTable is indexed [state][event]: 0 illegal, 1 ignored, k+2 moves to state k.
-var memberTable = [3][6]uint8{
-	{3, 0, 0, 1, 4, 4},
-	{0, 3, 4, 1, 4, 4},
-	{0, 1, 1, 1, 1, 1},
+var memberTable = [4][9]uint8{
+	{3, 0, 0, 1, 5, 5, 4, 2, 0},
+	{0, 3, 5, 1, 5, 5, 0, 3, 0},
+	{0, 0, 0, 1, 5, 5, 0, 4, 5},
+	{0, 1, 1, 1, 1, 1, 0, 1, 1},
 }
 
 // StepMember applies event e in state s. It returns the next state and whether the
 // transition moved or was explicitly ignored; an event the spec neither handles nor
 // ignores in s returns a *genrt.TransitionError and leaves the state unchanged.
 func StepMember(s MemberState, e MemberEvent) (MemberState, genrt.Outcome, error) {
-	if int(s) >= 3 || int(e) >= 6 {
+	if int(s) >= 4 || int(e) >= 9 {
 		return s, 0, &genrt.TransitionError{
 			Event:   e.String(),
 			Machine: "Member",
@@ -140,6 +162,18 @@ func StepMemberOnFenced(s MemberState, m *Fence) (MemberState, genrt.Outcome, er
 	return StepMember(s, MemberOnFenced)
 }
 
+// StepMemberOnViewChange is StepMember with event ViewChange, which carries a View: the argument's type
+// chooses the event.
+func StepMemberOnViewChange(s MemberState, m *View) (MemberState, genrt.Outcome, error) {
+	return StepMember(s, MemberOnViewChange)
+}
+
+// StepMemberOnExcluded is StepMember with event Excluded, which carries a View: the argument's type
+// chooses the event.
+func StepMemberOnExcluded(s MemberState, m *View) (MemberState, genrt.Outcome, error) {
+	return StepMember(s, MemberOnExcluded)
+}
+
 // StepMemberOnMessage steps machine Member with the event a decoded message is. A message
 // no event carries, or that several do (call their typed steps), is an illegal
 // transition in every state.
@@ -163,7 +197,7 @@ func StepMemberOnMessage(s MemberState, m Message) (MemberState, genrt.Outcome, 
 
 // MemberMachine describes machine Member as declared, for tools.
 var MemberMachine = genrt.MachineInfo{
-	Doc: "A member's view of the shutdown barrier.",
+	Doc: "A member's life in the group: running, leaving by the shutdown\nbarrier or departing alone, closed. Views are applied while it runs,\nleaves or departs.",
 	Events: []genrt.EventInfo{
 		{
 			Doc:     "",
@@ -191,9 +225,24 @@ var MemberMachine = genrt.MachineInfo{
 			Payload: "",
 		},
 		{
-			Doc:     "The group fenced this member (a Fence naming it).",
+			Doc:     "The group fenced this member (a Fence naming it, or a view without\nit while it did not depart).",
 			Name:    "Fenced",
 			Payload: "Fence",
+		},
+		{
+			Doc:     "",
+			Name:    "Leave",
+			Payload: "",
+		},
+		{
+			Doc:     "A view with this member in it, newer than the one it holds.",
+			Name:    "ViewChange",
+			Payload: "View",
+		},
+		{
+			Doc:     "The view without this member, made for its Leave.",
+			Name:    "Excluded",
+			Payload: "View",
 		},
 	},
 	Name: "Member",
@@ -210,6 +259,13 @@ var MemberMachine = genrt.MachineInfo{
 			Final: false,
 			Hot:   true,
 			Name:  "leaving",
+			Start: false,
+		},
+		{
+			Doc:   "In Leave: it takes no new calls, its references are released and\nits values drain; then it asks for a view without it.",
+			Final: false,
+			Hot:   true,
+			Name:  "departing",
 			Start: false,
 		},
 		{
@@ -247,6 +303,11 @@ var MemberMachine = genrt.MachineInfo{
 			To:    "closed",
 		},
 		{
+			Event: "Close",
+			From:  "departing",
+			To:    "closed",
+		},
+		{
 			Event: "Fenced",
 			From:  "running",
 			To:    "closed",
@@ -254,6 +315,36 @@ var MemberMachine = genrt.MachineInfo{
 		{
 			Event: "Fenced",
 			From:  "leaving",
+			To:    "closed",
+		},
+		{
+			Event: "Fenced",
+			From:  "departing",
+			To:    "closed",
+		},
+		{
+			Event: "Leave",
+			From:  "running",
+			To:    "departing",
+		},
+		{
+			Event: "ViewChange",
+			From:  "running",
+			To:    "running",
+		},
+		{
+			Event: "ViewChange",
+			From:  "leaving",
+			To:    "leaving",
+		},
+		{
+			Event: "ViewChange",
+			From:  "departing",
+			To:    "departing",
+		},
+		{
+			Event: "Excluded",
+			From:  "departing",
 			To:    "closed",
 		},
 		{
@@ -264,6 +355,11 @@ var MemberMachine = genrt.MachineInfo{
 		{
 			Event: "Report",
 			From:  "leaving",
+			To:    "",
+		},
+		{
+			Event: "Report",
+			From:  "departing",
 			To:    "",
 		},
 		{
@@ -278,6 +374,16 @@ var MemberMachine = genrt.MachineInfo{
 		},
 		{
 			Event: "Fenced",
+			From:  "closed",
+			To:    "",
+		},
+		{
+			Event: "ViewChange",
+			From:  "closed",
+			To:    "",
+		},
+		{
+			Event: "Excluded",
 			From:  "closed",
 			To:    "",
 		},
@@ -307,6 +413,18 @@ var Invariants = []genrt.InvariantInfo{
 		Name: "NoLostFrame",
 		Text: "no frame is sent to a member that the barrier closed",
 	},
+	{
+		Name: "ViewAgreement",
+		Text: "two members that applied a view of one number applied the same view, and each applies views in increasing number",
+	},
+	{
+		Name: "OneIncarnation",
+		Text: "a member takes frames from one incarnation of each name, never from one the group fenced or one that left",
+	},
+	{
+		Name: "UniqueIDs",
+		Text: "no worker id is given to two incarnations",
+	},
 }
 
 // InvariantTermination names invariant Termination: a member closes by the barrier only when every live member is idle and no frame is in flight between live members
@@ -314,3 +432,12 @@ const InvariantTermination = "Termination"
 
 // InvariantNoLostFrame names invariant NoLostFrame: no frame is sent to a member that the barrier closed
 const InvariantNoLostFrame = "NoLostFrame"
+
+// InvariantViewAgreement names invariant ViewAgreement: two members that applied a view of one number applied the same view, and each applies views in increasing number
+const InvariantViewAgreement = "ViewAgreement"
+
+// InvariantOneIncarnation names invariant OneIncarnation: a member takes frames from one incarnation of each name, never from one the group fenced or one that left
+const InvariantOneIncarnation = "OneIncarnation"
+
+// InvariantUniqueIDs names invariant UniqueIDs: no worker id is given to two incarnations
+const InvariantUniqueIDs = "UniqueIDs"

@@ -18,6 +18,13 @@ const (
 	CodeReady         Code = 3
 	CodeBarrierReport Code = 2
 	CodeFence         Code = 5
+	CodePropose       Code = 6
+	CodeView          Code = 7
+	CodeViewReport    Code = 8
+	CodeJoinRequest   Code = 9
+	CodeWelcome       Code = 10
+	CodeLinkHello     Code = 11
+	CodeJoinRefused   Code = 12
 )
 
 func (c Code) String() string {
@@ -32,12 +39,26 @@ func (c Code) String() string {
 		return "BarrierReport"
 	case CodeFence:
 		return "Fence"
+	case CodePropose:
+		return "Propose"
+	case CodeView:
+		return "View"
+	case CodeViewReport:
+		return "ViewReport"
+	case CodeJoinRequest:
+		return "JoinRequest"
+	case CodeWelcome:
+		return "Welcome"
+	case CodeLinkHello:
+		return "LinkHello"
+	case CodeJoinRefused:
+		return "JoinRefused"
 	}
 	return "Code(" + strconv.Itoa(int(c)) + ")"
 }
 
 // Codes lists every message code in declaration order.
-var Codes = []Code{CodeHello, CodeRefusal, CodeReady, CodeBarrierReport, CodeFence}
+var Codes = []Code{CodeHello, CodeRefusal, CodeReady, CodeBarrierReport, CodeFence, CodePropose, CodeView, CodeViewReport, CodeJoinRequest, CodeWelcome, CodeLinkHello, CodeJoinRefused}
 
 // Message is implemented by a pointer to every message struct.
 type Message interface {
@@ -225,14 +246,20 @@ func ConsumeReady(b []byte, lim *genrt.Limits) (v Ready, n int, err error) {
 
 // BarrierReport is what a member in Shutdown says of itself every few
 // milliseconds: whether it is idle (nothing held, nothing pending or
-// running, nothing to send) and how many protocol frames it has sent to
-// and taken from each member, in member order.
+// running, nothing to send), the view it is in, and how many protocol
+// frames it has sent to and taken from each worker, indexed by worker
+// id - 1. Ids are given out in order and never reused, so an index names
+// one incarnation for good, whatever joined or left since.
 type BarrierReport struct {
 	// Rounds count up: a receiver keeps the newest report of each peer.
 	Round uint64
 	Idle  bool
 	Sent  []uint64
 	Taken []uint64
+	// The number of the sender's view: the barrier settles only on
+	// reports of one view, so a member that joined, left or was removed
+	// after a report was taken is never missing from the picture.
+	View uint64
 }
 
 func (m *BarrierReport) MessageCode() Code {
@@ -258,6 +285,7 @@ func SizeBarrierReport(v *BarrierReport) int {
 	for i0 := range v.Taken {
 		n += genrt.SizeUvarint(uint64(v.Taken[i0]))
 	}
+	n += genrt.SizeUvarint(uint64(v.View))
 	return n
 }
 
@@ -273,6 +301,7 @@ func AppendBarrierReport(b []byte, v *BarrierReport) []byte {
 	for i0 := range v.Taken {
 		b = genrt.AppendUvarint(b, uint64(v.Taken[i0]))
 	}
+	b = genrt.AppendUvarint(b, uint64(v.View))
 	return b
 }
 
@@ -336,6 +365,14 @@ func ConsumeBarrierReport(b []byte, lim *genrt.Limits) (v BarrierReport, n int, 
 			}
 		}
 	}
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint64)
+		if err != nil {
+			return v, 0, genrt.Wrap("BarrierReport", "view", off, err)
+		}
+		v.View = x
+		off += k
+	}
 	return v, off, nil
 }
 
@@ -397,6 +434,427 @@ func ConsumeFence(b []byte, lim *genrt.Limits) (v Fence, n int, err error) {
 			return v, 0, genrt.Wrap("Fence", "reason", off, err)
 		}
 		v.Reason = x
+		off += k
+	}
+	return v, off, nil
+}
+
+// Propose asks the sequencer (the live member of the view with the lowest
+// id) for a view change. Changes are idempotent: a leave or removal of a
+// member already gone, or a join of a newcomer already in, changes
+// nothing, so a proposer whose sequencer died resends to the next.
+type Propose struct {
+	Kind   ChangeKind
+	Name   string
+	Addr   string
+	Member uint32
+}
+
+func (m *Propose) MessageCode() Code {
+	return CodePropose
+}
+func (m *Propose) AppendBody(b []byte) []byte {
+	return AppendPropose(b, m)
+}
+func (m *Propose) BodySize() int {
+	return SizePropose(m)
+}
+
+// SizePropose is the encoded size of v.
+func SizePropose(v *Propose) int {
+	n := 0
+	n += 1
+	n += genrt.SizeBytes(len(v.Name))
+	n += genrt.SizeBytes(len(v.Addr))
+	n += genrt.SizeUvarint(uint64(v.Member))
+	return n
+}
+
+// AppendPropose appends the encoding of v to b.
+func AppendPropose(b []byte, v *Propose) []byte {
+	b = append(b, byte(v.Kind))
+	b = genrt.AppendString(b, string(v.Name))
+	b = genrt.AppendString(b, string(v.Addr))
+	b = genrt.AppendUvarint(b, uint64(v.Member))
+	return b
+}
+
+// ConsumePropose decodes one Propose from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumePropose(b []byte, lim *genrt.Limits) (v Propose, n int, err error) {
+	off := 0
+	{
+		if off >= len(b) {
+			return v, 0, genrt.Wrap("Propose", "kind", off, genrt.ErrTruncated)
+		}
+		v.Kind = ChangeKind(b[off])
+		off++
+		if !v.Kind.Valid() {
+			return v, 0, genrt.Wrap("Propose", "kind", off, genrt.ErrBadEnum)
+		}
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Propose", "name", off, err)
+		}
+		v.Name = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Propose", "addr", off, err)
+		}
+		v.Addr = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint32)
+		if err != nil {
+			return v, 0, genrt.Wrap("Propose", "member", off, err)
+		}
+		v.Member = uint32(x)
+		off += k
+	}
+	return v, off, nil
+}
+
+// View is the sequencer's announcement of a new view, to every member of
+// it and to the members it removes (so that a leaver knows it may close,
+// and a member fenced by mistake that it is out).
+type View struct {
+	View Membership
+}
+
+func (m *View) MessageCode() Code {
+	return CodeView
+}
+func (m *View) AppendBody(b []byte) []byte {
+	return AppendView(b, m)
+}
+func (m *View) BodySize() int {
+	return SizeView(m)
+}
+
+// SizeView is the encoded size of v.
+func SizeView(v *View) int {
+	n := 0
+	n += SizeMembership(&v.View)
+	return n
+}
+
+// AppendView appends the encoding of v to b.
+func AppendView(b []byte, v *View) []byte {
+	b = AppendMembership(b, &v.View)
+	return b
+}
+
+// ConsumeView decodes one View from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeView(b []byte, lim *genrt.Limits) (v View, n int, err error) {
+	off := 0
+	{
+		x, k, err := ConsumeMembership(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("View", "view", off, err)
+		}
+		v.View = x
+		off += k
+	}
+	return v, off, nil
+}
+
+// ViewReport is a member's latest view, sent to a member that has become
+// the sequencer (its predecessor was fenced): the new sequencer adopts
+// the newest view any live member holds before it makes one, since its
+// predecessor may have died having sent a view to some members only.
+type ViewReport struct {
+	View Membership
+}
+
+func (m *ViewReport) MessageCode() Code {
+	return CodeViewReport
+}
+func (m *ViewReport) AppendBody(b []byte) []byte {
+	return AppendViewReport(b, m)
+}
+func (m *ViewReport) BodySize() int {
+	return SizeViewReport(m)
+}
+
+// SizeViewReport is the encoded size of v.
+func SizeViewReport(v *ViewReport) int {
+	n := 0
+	n += SizeMembership(&v.View)
+	return n
+}
+
+// AppendViewReport appends the encoding of v to b.
+func AppendViewReport(b []byte, v *ViewReport) []byte {
+	b = AppendMembership(b, &v.View)
+	return b
+}
+
+// ConsumeViewReport decodes one ViewReport from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeViewReport(b []byte, lim *genrt.Limits) (v ViewReport, n int, err error) {
+	off := 0
+	{
+		x, k, err := ConsumeMembership(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("ViewReport", "view", off, err)
+		}
+		v.View = x
+		off += k
+	}
+	return v, off, nil
+}
+
+// JoinRequest is a newcomer's first frame on the link it dialed to a
+// member of a running group (its seed): its name and where it accepts
+// the links the members make to it.
+type JoinRequest struct {
+	Name string
+	Addr string
+}
+
+func (m *JoinRequest) MessageCode() Code {
+	return CodeJoinRequest
+}
+func (m *JoinRequest) AppendBody(b []byte) []byte {
+	return AppendJoinRequest(b, m)
+}
+func (m *JoinRequest) BodySize() int {
+	return SizeJoinRequest(m)
+}
+
+// SizeJoinRequest is the encoded size of v.
+func SizeJoinRequest(v *JoinRequest) int {
+	n := 0
+	n += genrt.SizeBytes(len(v.Name))
+	n += genrt.SizeBytes(len(v.Addr))
+	return n
+}
+
+// AppendJoinRequest appends the encoding of v to b.
+func AppendJoinRequest(b []byte, v *JoinRequest) []byte {
+	b = genrt.AppendString(b, string(v.Name))
+	b = genrt.AppendString(b, string(v.Addr))
+	return b
+}
+
+// ConsumeJoinRequest decodes one JoinRequest from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeJoinRequest(b []byte, lim *genrt.Limits) (v JoinRequest, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("JoinRequest", "name", off, err)
+		}
+		v.Name = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("JoinRequest", "addr", off, err)
+		}
+		v.Addr = x
+		off += k
+	}
+	return v, off, nil
+}
+
+// Welcome is the seed's answer to a JoinRequest once the sequencer's
+// view admitting the newcomer is applied: the newcomer's worker id, the
+// group's identity, and the view.
+type Welcome struct {
+	Member uint32
+	// HMAC-SHA256 of the group's first view under its secret: the
+	// group's identity for its whole life, which LinkHellos prove.
+	Identity []byte
+	View     Membership
+}
+
+func (m *Welcome) MessageCode() Code {
+	return CodeWelcome
+}
+func (m *Welcome) AppendBody(b []byte) []byte {
+	return AppendWelcome(b, m)
+}
+func (m *Welcome) BodySize() int {
+	return SizeWelcome(m)
+}
+
+// SizeWelcome is the encoded size of v.
+func SizeWelcome(v *Welcome) int {
+	n := 0
+	n += genrt.SizeUvarint(uint64(v.Member))
+	n += genrt.SizeBytes(len(v.Identity))
+	n += SizeMembership(&v.View)
+	return n
+}
+
+// AppendWelcome appends the encoding of v to b.
+func AppendWelcome(b []byte, v *Welcome) []byte {
+	b = genrt.AppendUvarint(b, uint64(v.Member))
+	b = genrt.AppendBytes(b, v.Identity)
+	b = AppendMembership(b, &v.View)
+	return b
+}
+
+// ConsumeWelcome decodes one Welcome from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeWelcome(b []byte, lim *genrt.Limits) (v Welcome, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint32)
+		if err != nil {
+			return v, 0, genrt.Wrap("Welcome", "member", off, err)
+		}
+		v.Member = uint32(x)
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeBytes(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Welcome", "identity", off, err)
+		}
+		v.Identity = x
+		off += k
+	}
+	{
+		x, k, err := ConsumeMembership(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Welcome", "view", off, err)
+		}
+		v.View = x
+		off += k
+	}
+	return v, off, nil
+}
+
+// LinkHello is the first frame of a link made to a newcomer by a member
+// that applied the view admitting it: the dialer's worker id and the
+// group's identity.
+type LinkHello struct {
+	Member   uint32
+	Identity []byte
+}
+
+func (m *LinkHello) MessageCode() Code {
+	return CodeLinkHello
+}
+func (m *LinkHello) AppendBody(b []byte) []byte {
+	return AppendLinkHello(b, m)
+}
+func (m *LinkHello) BodySize() int {
+	return SizeLinkHello(m)
+}
+
+// SizeLinkHello is the encoded size of v.
+func SizeLinkHello(v *LinkHello) int {
+	n := 0
+	n += genrt.SizeUvarint(uint64(v.Member))
+	n += genrt.SizeBytes(len(v.Identity))
+	return n
+}
+
+// AppendLinkHello appends the encoding of v to b.
+func AppendLinkHello(b []byte, v *LinkHello) []byte {
+	b = genrt.AppendUvarint(b, uint64(v.Member))
+	b = genrt.AppendBytes(b, v.Identity)
+	return b
+}
+
+// ConsumeLinkHello decodes one LinkHello from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeLinkHello(b []byte, lim *genrt.Limits) (v LinkHello, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint32)
+		if err != nil {
+			return v, 0, genrt.Wrap("LinkHello", "member", off, err)
+		}
+		v.Member = uint32(x)
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeBytes(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("LinkHello", "identity", off, err)
+		}
+		v.Identity = x
+		off += k
+	}
+	return v, off, nil
+}
+
+// JoinRefused is the sequencer's answer to a join it does not make, to
+// the seed that proposed it, which tells the newcomer.
+type JoinRefused struct {
+	Name   string
+	Reason RefusalReason
+	Detail string
+}
+
+func (m *JoinRefused) MessageCode() Code {
+	return CodeJoinRefused
+}
+func (m *JoinRefused) AppendBody(b []byte) []byte {
+	return AppendJoinRefused(b, m)
+}
+func (m *JoinRefused) BodySize() int {
+	return SizeJoinRefused(m)
+}
+
+// SizeJoinRefused is the encoded size of v.
+func SizeJoinRefused(v *JoinRefused) int {
+	n := 0
+	n += genrt.SizeBytes(len(v.Name))
+	n += 1
+	n += genrt.SizeBytes(len(v.Detail))
+	return n
+}
+
+// AppendJoinRefused appends the encoding of v to b.
+func AppendJoinRefused(b []byte, v *JoinRefused) []byte {
+	b = genrt.AppendString(b, string(v.Name))
+	b = append(b, byte(v.Reason))
+	b = genrt.AppendString(b, string(v.Detail))
+	return b
+}
+
+// ConsumeJoinRefused decodes one JoinRefused from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeJoinRefused(b []byte, lim *genrt.Limits) (v JoinRefused, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("JoinRefused", "name", off, err)
+		}
+		v.Name = x
+		off += k
+	}
+	{
+		if off >= len(b) {
+			return v, 0, genrt.Wrap("JoinRefused", "reason", off, genrt.ErrTruncated)
+		}
+		v.Reason = RefusalReason(b[off])
+		off++
+		if !v.Reason.Valid() {
+			return v, 0, genrt.Wrap("JoinRefused", "reason", off, genrt.ErrBadEnum)
+		}
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("JoinRefused", "detail", off, err)
+		}
+		v.Detail = x
 		off += k
 	}
 	return v, off, nil
@@ -526,6 +984,97 @@ func Decode(b []byte, lim *genrt.Limits) (Message, error) {
 			}
 		}
 		return &v, nil
+	case CodePropose:
+		v, n, err := ConsumePropose(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "Propose",
+				Offset:  n,
+			}
+		}
+		return &v, nil
+	case CodeView:
+		v, n, err := ConsumeView(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "View",
+				Offset:  n,
+			}
+		}
+		return &v, nil
+	case CodeViewReport:
+		v, n, err := ConsumeViewReport(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "ViewReport",
+				Offset:  n,
+			}
+		}
+		return &v, nil
+	case CodeJoinRequest:
+		v, n, err := ConsumeJoinRequest(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "JoinRequest",
+				Offset:  n,
+			}
+		}
+		return &v, nil
+	case CodeWelcome:
+		v, n, err := ConsumeWelcome(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "Welcome",
+				Offset:  n,
+			}
+		}
+		return &v, nil
+	case CodeLinkHello:
+		v, n, err := ConsumeLinkHello(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "LinkHello",
+				Offset:  n,
+			}
+		}
+		return &v, nil
+	case CodeJoinRefused:
+		v, n, err := ConsumeJoinRefused(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "JoinRefused",
+				Offset:  n,
+			}
+		}
+		return &v, nil
 	}
 	return nil, &genrt.DecodeError{
 		Err:     genrt.ErrUnknownCode,
@@ -553,6 +1102,13 @@ type Decoder struct {
 	readyMsg         Ready
 	barrierReportMsg BarrierReport
 	fenceMsg         Fence
+	proposeMsg       Propose
+	viewMsg          View
+	viewReportMsg    ViewReport
+	joinRequestMsg   JoinRequest
+	welcomeMsg       Welcome
+	linkHelloMsg     LinkHello
+	joinRefusedMsg   JoinRefused
 }
 
 // Decode decodes one whole frame, as the package-level Decode does.
@@ -633,6 +1189,104 @@ func (d *Decoder) Decode(b []byte) (Message, error) {
 			}
 		}
 		return &d.fenceMsg, nil
+	case CodePropose:
+		var n int
+		d.proposeMsg, n, err = ConsumePropose(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "Propose",
+				Offset:  n,
+			}
+		}
+		return &d.proposeMsg, nil
+	case CodeView:
+		var n int
+		d.viewMsg, n, err = ConsumeView(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "View",
+				Offset:  n,
+			}
+		}
+		return &d.viewMsg, nil
+	case CodeViewReport:
+		var n int
+		d.viewReportMsg, n, err = ConsumeViewReport(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "ViewReport",
+				Offset:  n,
+			}
+		}
+		return &d.viewReportMsg, nil
+	case CodeJoinRequest:
+		var n int
+		d.joinRequestMsg, n, err = ConsumeJoinRequest(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "JoinRequest",
+				Offset:  n,
+			}
+		}
+		return &d.joinRequestMsg, nil
+	case CodeWelcome:
+		var n int
+		d.welcomeMsg, n, err = ConsumeWelcome(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "Welcome",
+				Offset:  n,
+			}
+		}
+		return &d.welcomeMsg, nil
+	case CodeLinkHello:
+		var n int
+		d.linkHelloMsg, n, err = ConsumeLinkHello(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "LinkHello",
+				Offset:  n,
+			}
+		}
+		return &d.linkHelloMsg, nil
+	case CodeJoinRefused:
+		var n int
+		d.joinRefusedMsg, n, err = ConsumeJoinRefused(body, lim)
+		if err != nil {
+			return nil, err
+		}
+		if n != len(body) {
+			return nil, &genrt.DecodeError{
+				Err:     genrt.ErrTrailing,
+				Message: "JoinRefused",
+				Offset:  n,
+			}
+		}
+		return &d.joinRefusedMsg, nil
 	}
 	return nil, &genrt.DecodeError{
 		Err:     genrt.ErrUnknownCode,

@@ -4,7 +4,9 @@
 // Package group is the protocol the members of an rrefkit group speak
 // beside RRef's, on the same connections: the hello that names a member
 // on a connection it accepted, the ready that says all of a member's
-// links are up, and the shutdown barrier's reports.
+// links are up, the shutdown barrier's reports, the fence that makes a
+// death one verdict, and the views by which members join, leave and
+// rejoin a running group.
 //
 // Its frames start with version 183 (0xB7), a byte no RRef frame starts
 // with, so a receiver tells the two protocols apart by the first byte.
@@ -14,6 +16,7 @@ package group // import "github.com/rrefkit/rref/generated/group"
 
 import (
 	"github.com/rrefkit/rref/genrt"
+	"math"
 	"strconv"
 )
 
@@ -40,12 +43,23 @@ const (
 	RefusalReasonWrongDirection RefusalReason = 4
 	// The hello was not one: undecodable, or naming no member.
 	RefusalReasonMalformed RefusalReason = 5
+	// A live incarnation of the group holds the name a newcomer asked
+	// for: a second process under one name, or a restart the group has
+	// not yet found dead (the newcomer may ask again).
+	RefusalReasonNameTaken RefusalReason = 6
+	// The group is in its shutdown barrier: it admits no one.
+	RefusalReasonShuttingDown RefusalReason = 7
+	// Every worker id has been given out once: ids are never reused, so
+	// the group admits no new incarnation.
+	RefusalReasonIDsExhausted RefusalReason = 8
+	// The member asked cannot take a newcomer (it accepts no tcp links).
+	RefusalReasonNotJoinable RefusalReason = 9
 )
 
 // Valid reports whether e is a declared RefusalReason.
 func (e RefusalReason) Valid() bool {
 	switch e {
-	case RefusalReasonViewsDiffer, RefusalReasonMemberConnected, RefusalReasonGroupRunning, RefusalReasonWrongDirection, RefusalReasonMalformed:
+	case RefusalReasonViewsDiffer, RefusalReasonMemberConnected, RefusalReasonGroupRunning, RefusalReasonWrongDirection, RefusalReasonMalformed, RefusalReasonNameTaken, RefusalReasonShuttingDown, RefusalReasonIDsExhausted, RefusalReasonNotJoinable:
 		return true
 	}
 	return false
@@ -63,6 +77,186 @@ func (e RefusalReason) String() string {
 		return "wrong_direction"
 	case RefusalReasonMalformed:
 		return "malformed"
+	case RefusalReasonNameTaken:
+		return "name_taken"
+	case RefusalReasonShuttingDown:
+		return "shutting_down"
+	case RefusalReasonIDsExhausted:
+		return "ids_exhausted"
+	case RefusalReasonNotJoinable:
+		return "not_joinable"
 	}
 	return "RefusalReason(" + strconv.FormatUint(uint64(e), 10) + ")"
+}
+
+// What a view change does.
+type ChangeKind uint8
+
+const (
+	// A newcomer joins (name, addr).
+	ChangeKindJoin ChangeKind = 1
+	// A member leaves gracefully, drained (member).
+	ChangeKindLeave ChangeKind = 2
+	// A member fenced for dead is removed (member).
+	ChangeKindRemove ChangeKind = 3
+)
+
+// Valid reports whether e is a declared ChangeKind.
+func (e ChangeKind) Valid() bool {
+	switch e {
+	case ChangeKindJoin, ChangeKindLeave, ChangeKindRemove:
+		return true
+	}
+	return false
+}
+
+func (e ChangeKind) String() string {
+	switch e {
+	case ChangeKindJoin:
+		return "join"
+	case ChangeKindLeave:
+		return "leave"
+	case ChangeKindRemove:
+		return "remove"
+	}
+	return "ChangeKind(" + strconv.FormatUint(uint64(e), 10) + ")"
+}
+
+// One incarnation of a member in a view: a process under a name, with
+// its worker id.
+type ViewMember struct {
+	// Given out by the sequencer, in order, never reused: a member that
+	// comes back after a crash is a new incarnation with a new id, and
+	// its old id stays fenced.
+	ID   uint32
+	Name string
+	// Where it accepts links: host:port (tcp), shm:GROUP, fabric:...
+	Addr string
+}
+
+// SizeViewMember is the encoded size of v.
+func SizeViewMember(v *ViewMember) int {
+	n := 0
+	n += genrt.SizeUvarint(uint64(v.ID))
+	n += genrt.SizeBytes(len(v.Name))
+	n += genrt.SizeBytes(len(v.Addr))
+	return n
+}
+
+// AppendViewMember appends the encoding of v to b.
+func AppendViewMember(b []byte, v *ViewMember) []byte {
+	b = genrt.AppendUvarint(b, uint64(v.ID))
+	b = genrt.AppendString(b, string(v.Name))
+	b = genrt.AppendString(b, string(v.Addr))
+	return b
+}
+
+// ConsumeViewMember decodes one ViewMember from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeViewMember(b []byte, lim *genrt.Limits) (v ViewMember, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint32)
+		if err != nil {
+			return v, 0, genrt.Wrap("ViewMember", "id", off, err)
+		}
+		v.ID = uint32(x)
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("ViewMember", "name", off, err)
+		}
+		v.Name = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeString(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("ViewMember", "addr", off, err)
+		}
+		v.Addr = x
+		off += k
+	}
+	return v, off, nil
+}
+
+// A view: the group's membership at one point of its history. Views are
+// numbered by the sequencer that made them, and a member applies them in
+// increasing number; two members that hold a view of one number hold
+// the same view.
+type Membership struct {
+	Number uint64
+	// The id the next incarnation admitted will get: every id below it
+	// was given out once.
+	NextID uint32
+	// In id order.
+	Members []ViewMember
+}
+
+// SizeMembership is the encoded size of v.
+func SizeMembership(v *Membership) int {
+	n := 0
+	n += genrt.SizeUvarint(uint64(v.Number))
+	n += genrt.SizeUvarint(uint64(v.NextID))
+	n += genrt.SizeUvarint(uint64(len(v.Members)))
+	for i0 := range v.Members {
+		n += SizeViewMember(&v.Members[i0])
+	}
+	return n
+}
+
+// AppendMembership appends the encoding of v to b.
+func AppendMembership(b []byte, v *Membership) []byte {
+	b = genrt.AppendUvarint(b, uint64(v.Number))
+	b = genrt.AppendUvarint(b, uint64(v.NextID))
+	b = genrt.AppendUvarint(b, uint64(len(v.Members)))
+	for i0 := range v.Members {
+		b = AppendViewMember(b, &v.Members[i0])
+	}
+	return b
+}
+
+// ConsumeMembership decodes one Membership from the front of b and returns it with the number of
+// bytes read. Every length is checked against the input and lim; bytes fields alias b.
+func ConsumeMembership(b []byte, lim *genrt.Limits) (v Membership, n int, err error) {
+	off := 0
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint64)
+		if err != nil {
+			return v, 0, genrt.Wrap("Membership", "number", off, err)
+		}
+		v.Number = x
+		off += k
+	}
+	{
+		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint32)
+		if err != nil {
+			return v, 0, genrt.Wrap("Membership", "next_id", off, err)
+		}
+		v.NextID = uint32(x)
+		off += k
+	}
+	{
+		c, k, err := genrt.ConsumeCount(b[off:], lim)
+		if err != nil {
+			return v, 0, genrt.Wrap("Membership", "members", off, err)
+		}
+		off += k
+		if c > 0 {
+			v.Members = make([]ViewMember, c)
+		}
+		for i0 := range v.Members {
+			{
+				x, k, err := ConsumeViewMember(b[off:], lim)
+				if err != nil {
+					return v, 0, genrt.Wrap("Membership", "members", off, err)
+				}
+				v.Members[i0] = x
+				off += k
+			}
+		}
+	}
+	return v, off, nil
 }

@@ -55,6 +55,7 @@ type counts struct{ sent, taken []uint64 }
 type barrierReport struct {
 	round uint64
 	idle  bool
+	view  uint64 // the number of the view it holds
 	counts
 }
 
@@ -82,7 +83,7 @@ func (b *barrier) snapshot() counts {
 // through the report's own generated encoder: the frame's interface would
 // make the report escape to the heap.
 func appendBarrier(b []byte, r barrierReport) []byte {
-	m := groupwire.BarrierReport{Round: r.round, Idle: r.idle, Sent: r.sent, Taken: r.taken}
+	m := groupwire.BarrierReport{Round: r.round, Idle: r.idle, Sent: r.sent, Taken: r.taken, View: r.view}
 	b = append(b, groupwire.FrameVersion)
 	b = genrt.AppendUvarint(b, uint64(groupwire.CodeBarrierReport))
 	return groupwire.AppendBarrierReport(b, &m)
@@ -114,7 +115,7 @@ func reportOf(m *groupwire.BarrierReport, members int) (barrierReport, error) {
 	if len(m.Sent) != members || len(m.Taken) != members {
 		return barrierReport{}, fmt.Errorf("%w: counts for %d and %d members, the group has %d", errBadBarrier, len(m.Sent), len(m.Taken), members)
 	}
-	return barrierReport{round: m.Round, idle: m.Idle, counts: counts{sent: m.Sent, taken: m.Taken}}, nil
+	return barrierReport{round: m.Round, idle: m.Idle, view: m.View, counts: counts{sent: m.Sent, taken: m.Taken}}, nil
 }
 
 // takeBarrier records a peer's report.
@@ -170,6 +171,11 @@ func (v barrierView) settled(me core.WorkerID, names []string) (bool, string) {
 		switch r := rep(i); {
 		case r == nil:
 			return false, fmt.Sprintf("%s has not called Shutdown", names[i])
+		case r.view != v.self.view:
+			// A member joined, left or was removed between the reports:
+			// the picture is of two memberships, and one may miss a
+			// member still busy.
+			return false, fmt.Sprintf("%s reported in view #%d, %s is in view #%d", names[i], r.view, names[me-1], v.self.view)
 		case !r.idle:
 			return false, fmt.Sprintf("%s still holds references, waits for results or runs functions", names[i])
 		}
@@ -193,7 +199,7 @@ func (v barrierView) settled(me core.WorkerID, names []string) (bool, string) {
 
 func (v barrierView) same(o barrierView) bool {
 	eq := func(a, b *barrierReport) bool {
-		return (a == nil) == (b == nil) && (a == nil || a.idle == b.idle && slices.Equal(a.sent, b.sent) && slices.Equal(a.taken, b.taken))
+		return (a == nil) == (b == nil) && (a == nil || a.idle == b.idle && a.view == b.view && slices.Equal(a.sent, b.sent) && slices.Equal(a.taken, b.taken))
 	}
 	if !eq(&v.self, &o.self) || !slices.Equal(v.dead, o.dead) {
 		return false
