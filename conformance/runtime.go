@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rrefkit/rref/internal/hooks"
 	"io"
 	"log/slog"
 	"math/rand"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rrefkit/rref/internal/hooks"
 
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/internal/scenario"
