@@ -12,8 +12,14 @@ import (
 // step may change is recorded, including what made a command ready. What
 // only a crash, an advance or a duplicate command changes (dead workers,
 // exemptions of created values, pending duplications' list) needs no
-// record, as those commands depend on everything. TestIndependentStepsCommute checks the
-// records against the steps themselves, pair by pair.
+// record, as those commands depend on everything. The program's and the
+// monitor's maps are tables (cow.go) that record every access themselves;
+// TestTablesAreTracked keeps every other way to them to a short list of
+// functions outside any step's footprint. What is left by hand: the cores
+// (world.core and world.peek), the messages in flight, the program
+// counter, a waiting return, the duplications and the counted facts
+// (counters.go), each behind a few accessors. TestIndependentStepsCommute
+// checks the records against the steps themselves, pair by pair.
 
 // The tables locations are in.
 const (
@@ -39,6 +45,7 @@ const (
 	tableOwners               // monitor: a value's owner
 	tableRuns                 // monitor: the functions run, by value or call
 	tableFacts                // monitor: its counted facts, by kind and key (counters.go)
+	tableExemptRRef           // monitor: values a crash may have cut before their RemoteCall arrived
 )
 
 // cmdEvent marks a command's event, named by the program counter: no

@@ -193,11 +193,11 @@ func fullDump(w *world) string {
 		return out
 	}
 	ids := map[[2]uint64]fetchState{}
-	for k, v := range w.p.fetchIDs.m {
+	for k, v := range w.p.fetchIDs.untracked() {
 		ids[k] = *v
 	}
 	children := map[ForkID][]ForkID{}
-	for k, v := range w.mon.children.m {
+	for k, v := range w.mon.children.untracked() {
 		c := slices.Clone(v)
 		slices.SortFunc(c, func(a, b ForkID) int { return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Local, b.Local)) })
 		children[k] = c
@@ -205,6 +205,6 @@ func fullDump(w *world) string {
 	m := w.mon
 	return fmt.Sprintf("pc %d returning %v dups %v\nhandles %v\nfetches %v\nfetchIDs %v\nreturns %v\ntravel %v\n"+
 		"values %v failing %v deletes %v answered %v refused %v children %v path %v exempt %v exemptRRef %v remoteArrived %v owners %v crashed %v",
-		w.prog.PC(), w.returning, w.p.dups, deref(w.p.handles.m), fetches(w.p.fetches.m), ids, w.p.returns.m, w.p.travel.m,
-		m.values.m, m.failing.m, m.deletes.m, m.answered.m, m.refused.m, children, m.path.m, m.exempt.m, m.exemptRRef.m, m.remoteArrived.m, m.owners.m, m.crashed)
+		w.prog.PC(), w.returning, w.p.dups, deref(w.p.handles.untracked()), fetches(w.p.fetches.untracked()), ids, w.p.returns.untracked(), w.p.travel.untracked(),
+		m.values.untracked(), m.failing.untracked(), m.deletes.untracked(), m.answered.untracked(), m.refused.untracked(), children, m.path.untracked(), m.exempt.untracked(), m.exemptRRef.untracked(), m.remoteArrived.untracked(), m.owners.untracked(), m.crashed)
 }

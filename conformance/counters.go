@@ -202,11 +202,10 @@ func (w *world) received(m inFlight) {
 			// The user takes this answer, the first to reach it: its fork
 			// is refused (S3, S4).
 			mon := w.mw()
-			mon.mark(&mon.refused, factRefused, msg.Fork)
-			w.set(tableRefused, forkKey(msg.Fork))
+			mon.mark(w.fp, &mon.refused, factRefused, msg.Fork)
 		}
 	case *rref.FetchRet:
-		if f, ok := w.p.fetchIDs.m[[2]uint64{uint64(to), msg.FetchID}]; ok && msg.Confirms {
+		if f, ok := w.p.fetchIDs.lookup(w.fp, [2]uint64{uint64(to), msg.FetchID}); ok && msg.Confirms {
 			settle(factUserWait, forkPair(f.issued.fork))
 		}
 	case *rref.ChildAccept:
@@ -249,7 +248,9 @@ func (w *world) checkCounters() {
 				calls++
 			}
 		}
-		for k := range w.p.fetchIDs.m {
+		// After the step, on the state it reached: what the footprint says
+		// of the step itself holds whatever this reads.
+		for k := range w.p.fetchIDs.untracked() {
 			if WorkerID(k[0]) == id {
 				calls++
 			}

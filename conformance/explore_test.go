@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rrefkit/rref/explore"
 	"github.com/rrefkit/rref/generated/rref"
 	"github.com/rrefkit/rref/runtime/core"
 )
@@ -173,11 +174,11 @@ func TestMonitorsBindToSpecInvariants(t *testing.T) {
 // made the search skip states it had never seen).
 func TestStateEncodingIsUnambiguous(t *testing.T) {
 	makeWorld := func(name string, id core.HandleID, value string, err rref.ErrorKind, exempt RRefID) *world {
-		w := &world{p: newRunState(), mon: newMonitor(), scratch: new([]byte)}
+		w := &world{p: newRunState(), mon: newMonitor(), scratch: new([]byte), fp: new(explore.Footprint)}
 		k := handleKey{1, name}
-		w.p.setHandle(k, &progHandle{id: id})
-		w.p.setFetch(k, &fetchState{done: true, value: []byte(value), err: err})
-		w.mon.markExemptRRef(exempt)
+		w.p.setHandle(w.fp, k, &progHandle{id: id})
+		w.p.setFetch(w.fp, k, &fetchState{done: true, value: []byte(value), err: err})
+		w.mon.markExemptRRef(w.fp, exempt)
 		return w
 	}
 	base := makeWorld("c", 12, "1", 23, RRefID{Worker: 1, Local: 1})

@@ -15,22 +15,36 @@ import (
 // monitor is the ground truth the invariants are checked against. It only
 // observes: what programs did, and what cores emitted.
 type monitor struct {
-	values        cowMap[RRefID, int64] // expected value; absent for a failing remote
-	failing       cowMap[RRefID, bool]
-	deletes       cowMap[ForkID, int]
-	answered      cowMap[ForkID, bool]
-	refused       cowMap[ForkID, bool]
-	children      cowMap[ForkID, []ForkID] // slices never written in place: appended to a copy
-	path          cowMap[ForkID, []WorkerID]
-	exempt        cowMap[ForkID, bool]
-	exemptRRef    cowMap[RRefID, bool]
-	remoteArrived cowMap[RRefID, bool]
-	owners        cowMap[RRefID, WorkerID]
+	values        table[RRefID, int64] // expected value; absent for a failing remote
+	failing       table[RRefID, bool]
+	deletes       table[ForkID, int]
+	answered      table[ForkID, bool]
+	refused       table[ForkID, bool]
+	children      table[ForkID, []ForkID] // slices never written in place: appended to a copy
+	path          table[ForkID, []WorkerID]
+	exempt        table[ForkID, bool]
+	exemptRRef    table[RRefID, bool]
+	remoteArrived table[RRefID, bool]
+	owners        table[RRefID, WorkerID]
 	crashed       bool
 	sum           digest // of the facts the state key covers (sums.go)
 }
 
-func newMonitor() *monitor { return &monitor{} }
+func newMonitor() *monitor {
+	return &monitor{
+		values:        newTable[RRefID, int64](tableValues, rrefKey),
+		failing:       newTable[RRefID, bool](tableFailing, rrefKey),
+		deletes:       newTable[ForkID, int](tableDeletes, forkKey),
+		answered:      newTable[ForkID, bool](tableAnswered, forkKey),
+		refused:       newTable[ForkID, bool](tableRefused, forkKey),
+		children:      newTable[ForkID, []ForkID](tableChildren, forkKey),
+		path:          newTable[ForkID, []WorkerID](tablePath, forkKey),
+		exempt:        newTable[ForkID, bool](tableExempt, forkKey),
+		exemptRRef:    newTable[RRefID, bool](tableExemptRRef, rrefKey),
+		remoteArrived: newTable[RRefID, bool](tableRemoteArrived, rrefKey),
+		owners:        newTable[RRefID, WorkerID](tableOwners, rrefKey),
+	}
+}
 
 // clone shares every map with m, each copied on its first write (cowMap):
 // a step writes one fact or two. m itself is not written after a clone
@@ -65,39 +79,29 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 	descs := func(ds []rref.RRefDesc, to WorkerID, bindName string) {
 		for _, d := range ds {
 			mon := w.mw()
-			mon.owners.set(d.RRef, d.Owner)
-			w.set(tableOwners, rrefKey(d.RRef))
+			mon.owners.settle(w.fp, d.RRef, d.Owner)
 			if d.Cut != rref.ErrorKindNone {
 				// A cut handle passed on: its copy is cut too, never confirmed
 				// and never deleted, and its value may be gone (S1's exception).
-				mon.mark(&mon.exempt, factExempt, d.Fork)
-				w.set(tableExempt, forkKey(d.Fork))
+				mon.mark(w.fp, &mon.exempt, factExempt, d.Fork)
 			}
 			if d.Parent == (ForkID{Worker: d.RRef.Worker, Local: d.RRef.Local}) {
-				mon.path.set(d.Fork, nil)
-				mon.mark(&mon.answered, factAnswered, d.Fork) // the owner knew the fork when it sent it
-				w.set(tablePath, forkKey(d.Fork))
-				w.set(tableAnswered, forkKey(d.Fork))
+				mon.path.settle(w.fp, d.Fork, nil)
+				mon.mark(w.fp, &mon.answered, factAnswered, d.Fork) // the owner knew the fork when it sent it
 			} else {
 				// Children are a set to every reader: two steps that add
 				// to one commute.
-				mon.children.set(d.Parent, append(slices.Clone(mon.children.m[d.Parent]), d.Fork))
-				w.set(tableChildren, forkKey(d.Parent))
-				mon.path.set(d.Fork, append(slices.Clone(mon.path.m[d.Parent]), from))
-				w.read(tablePath, forkKey(d.Parent))
-				w.set(tablePath, forkKey(d.Fork))
+				growList(w.fp, &mon.children, d.Parent, d.Fork)
+				mon.path.settle(w.fp, d.Fork, append(slices.Clone(mon.path.get(w.fp, d.Parent)), from))
 				// A child of a cut handle is as cut as its parent: the
 				// crash's exemption holds for it too. A child of a fork
 				// the owner confirmed before the crash is not exempt.
-				w.read(tableExempt, forkKey(d.Parent))
-				if mon.exempt.m[d.Parent] {
-					mon.mark(&mon.exempt, factExempt, d.Fork)
-					w.set(tableExempt, forkKey(d.Fork))
+				if mon.exempt.get(w.fp, d.Parent) {
+					mon.mark(w.fp, &mon.exempt, factExempt, d.Fork)
 				}
 			}
 			if bindName != "" {
-				w.pw().addTravel(d.Fork, travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork})
-				w.write(tableTravel, forkKey(d.Fork))
+				w.pw().addTravel(w.fp, d.Fork, travelling{to: to, name: bindName, rref: d.RRef, fork: d.Fork})
 			}
 		}
 	}
@@ -109,21 +113,18 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 		}
 		descs(m.RRefs, e.To, name)
 	case *rref.CallRet:
-		name := w.p.returns.m[[2]uint64{uint64(e.To), m.CallID}]
-		w.read(tableReturns, pairKey([2]uint64{uint64(e.To), m.CallID}))
+		name := w.p.returns.get(w.fp, [2]uint64{uint64(e.To), m.CallID})
 		descs(m.RRefs, e.To, name)
 	case *rref.RemoteCall:
 		mon := w.mw()
-		mon.path.set(m.Fork, nil)
-		w.set(tablePath, forkKey(m.Fork))
+		mon.path.settle(w.fp, m.Fork, nil)
 		descs(m.RRefs, e.To, "")
 	case *rref.RemoteRet:
 		// Read for children (S2) and for forks below a crash (S1), never
 		// for a creator's fork: the answer to its fetch that confirms it
 		// (FetchRet.Confirms) needs no mark.
 		mon := w.mw()
-		mon.mark(&mon.answered, factAnswered, m.Fork)
-		w.set(tableAnswered, forkKey(m.Fork))
+		mon.mark(w.fp, &mon.answered, factAnswered, m.Fork)
 
 	case *rref.ForkAck:
 		// Answered when sent; refused only when the refusal is the answer
@@ -131,16 +132,13 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 		// refuses a resent request it had confirmed, and the user acts
 		// on whichever answer reaches it first.
 		mon := w.mw()
-		mon.mark(&mon.answered, factAnswered, m.Fork)
-		w.set(tableAnswered, forkKey(m.Fork))
+		mon.mark(w.fp, &mon.answered, factAnswered, m.Fork)
 	case *rref.ChildAccept:
 		if e.From == w.ownerOf(m.RRef) {
 			mon := w.mw()
-			mon.mark(&mon.answered, factAnswered, m.Child) // the owner as callee answers directly
-			w.set(tableAnswered, forkKey(m.Child))
+			mon.mark(w.fp, &mon.answered, factAnswered, m.Child) // the owner as callee answers directly
 			if m.Refused {
-				mon.mark(&mon.refused, factRefused, m.Child)
-				w.set(tableRefused, forkKey(m.Child))
+				mon.mark(w.fp, &mon.refused, factRefused, m.Child)
 			}
 		}
 	case *rref.UserDelete:
@@ -151,15 +149,12 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 // checkDelete is S2 and the emission half of S3.
 func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 	mon := w.mon
-	w.read(tableChildren, forkKey(m.Fork))
-	w.fp.ReadTable(tableHandles) // childDead, and the S3 check below
-	for _, child := range mon.children.m[m.Fork] {
-		w.read(tableAnswered, forkKey(child))
-		w.read(tableTravel, forkKey(child))
-		if mon.answered.m[child] {
+	handles := w.p.handles.all(w.fp) // childDead, and the S3 check below
+	for _, child := range mon.children.get(w.fp, m.Fork) {
+		if mon.answered.get(w.fp, child) {
 			continue
 		}
-		if t, ok := w.p.travel.m[child]; ok && w.slots[t.to-1].dead {
+		if t, ok := w.p.travel.lookup(w.fp, child); ok && w.slots[t.to-1].dead {
 			continue
 		}
 		if w.childDead(child) || w.slots[w.ownerOf(m.RRef)-1].dead {
@@ -168,15 +163,13 @@ func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 		w.fail(rref.InvariantS2, 0, "%s sent the delete of fork %v while its child %v was not yet answered by the owner", w.name(from), m.Fork, child)
 	}
 	mon = w.mw()
-	w.write(tableDeletes, forkKey(m.Fork))
-	w.read(tableRefused, forkKey(m.Fork))
-	if mon.countDelete(m.Fork) > 1 {
+	if mon.countDelete(w.fp, m.Fork) > 1 {
 		w.fail(rref.InvariantS3, 0, "%s sent a second delete for fork %v", w.name(from), m.Fork)
 	}
-	if mon.refused.m[m.Fork] {
+	if mon.refused.get(w.fp, m.Fork) {
 		w.fail(rref.InvariantS3, 0, "%s sent a delete for fork %v, which the owner refused", w.name(from), m.Fork)
 	}
-	for k, h := range w.p.handles.m {
+	for k, h := range handles {
 		if k.w == from && h.fork == m.Fork && !h.released {
 			w.fail(rref.InvariantS3, 0, "%s sent a delete for its handle %s, which it has not released", w.name(from), k.name)
 		}
@@ -185,7 +178,7 @@ func (w *world) checkDelete(from WorkerID, m *rref.UserDelete) {
 
 // childDead reports whether the worker holding child fork f is dead.
 func (w *world) childDead(f ForkID) bool {
-	for k, h := range w.p.handles.m {
+	for k, h := range w.p.handles.all(w.fp) {
 		if h.fork == f {
 			return w.slots[k.w-1].dead
 		}
@@ -196,27 +189,25 @@ func (w *world) childDead(f ForkID) bool {
 // checkFreed is S1: nothing is freed while a handle to it lives.
 func (w *world) checkFreed(owner WorkerID, id RRefID) {
 	mon := w.mon
-	if mon.exemptRRef.m[id] {
+	if mon.exemptRRef.get(w.fp, id) {
 		return
 	}
-	w.fp.ReadTable(tableHandles)
-	w.fp.ReadTable(tableTravel)
-	w.fp.ReadTable(tableExempt)
-	keys := make([]handleKey, 0, len(w.p.handles.m))
-	for k := range w.p.handles.m {
+	handles, exempt := w.p.handles.all(w.fp), mon.exempt.all(w.fp)
+	keys := make([]handleKey, 0, len(handles))
+	for k := range handles {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, cmpHandleKey)
 	for _, k := range keys {
-		h := w.p.handles.m[k]
-		if h.rref != id || h.released || w.slots[k.w-1].dead || mon.exempt.m[h.fork] && h.fork != (ForkID{}) {
+		h := handles[k]
+		if h.rref != id || h.released || w.slots[k.w-1].dead || exempt[h.fork] && h.fork != (ForkID{}) {
 			continue
 		}
 		w.fail(rref.InvariantS1, 0, "%s freed %v while %s still holds %s", w.name(owner), id, w.name(k.w), k.name)
 		return
 	}
-	for f, t := range w.p.travel.m {
-		if t.rref == id && !w.slots[t.to-1].dead && !mon.exempt.m[f] {
+	for f, t := range w.p.travel.all(w.fp) {
+		if t.rref == id && !w.slots[t.to-1].dead && !exempt[f] {
 			w.fail(rref.InvariantS1, 0, "%s freed %v while a handle to it travels to %s", w.name(owner), id, w.name(t.to))
 			return
 		}
@@ -233,8 +224,8 @@ func (w *world) CheckEnd() {
 		w.violation = v
 		return
 	}
-	allReleased := len(w.p.travel.m) == 0
-	for k, h := range w.p.handles.m {
+	allReleased := len(w.p.travel.untracked()) == 0
+	for k, h := range w.p.handles.untracked() {
 		if w.slots[k.w-1].dead {
 			continue
 		}
@@ -242,13 +233,13 @@ func (w *world) CheckEnd() {
 			allReleased = false
 			continue
 		}
-		if h.onOwner || w.mon.refused.m[h.fork] || w.mon.exempt.m[h.fork] || w.mon.exemptRRef.m[h.rref] {
+		if h.onOwner || w.mon.refused.untracked()[h.fork] || w.mon.exempt.untracked()[h.fork] || w.mon.exemptRRef.untracked()[h.rref] {
 			continue
 		}
 		if o := w.ownerOf(h.rref); w.slots[o-1].dead {
 			continue
 		}
-		if n := w.mon.deletes.m[h.fork]; n != 1 {
+		if n := w.mon.deletes.untracked()[h.fork]; n != 1 {
 			w.fail(rref.InvariantS3, 0, "%s released %s but sent %d deletes", w.name(k.w), k.name, n)
 			return
 		}

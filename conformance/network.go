@@ -29,14 +29,16 @@ func (w *world) crash(x WorkerID) {
 	w.inflight = kept
 	// Exemptions of S1: forks still unanswered below the dead worker, and values
 	// whose creator died before its RemoteCall reached the owner.
-	for f, p := range mon.path.m {
-		if !mon.answered.m[f] && slices.Contains(p, x) {
-			mon.mark(&mon.exempt, factExempt, f)
+	// A crash touches everything (Crash), so reading whole tables here
+	// needs no footprint.
+	for f, p := range mon.path.untracked() {
+		if !mon.answered.untracked()[f] && slices.Contains(p, x) {
+			mon.mark(w.fp, &mon.exempt, factExempt, f)
 		}
 	}
-	for _, h := range w.p.handles.m {
-		if h.rref.Worker == x && !mon.remoteArrived.m[h.rref] {
-			mon.markExemptRRef(h.rref)
+	for _, h := range w.p.handles.untracked() {
+		if h.rref.Worker == x && !mon.remoteArrived.untracked()[h.rref] {
+			mon.markExemptRRef(w.fp, h.rref)
 		}
 	}
 	for i := range w.slots {
@@ -132,13 +134,11 @@ func (w *world) process(id WorkerID, r core.Ready) {
 		w.fetched(id, fr)
 	}
 	for _, cres := range r.Calls {
-		y, ok := w.p.returns.m[[2]uint64{uint64(id), cres.CallID}]
+		y, ok := w.p.returns.lookup(w.fp, [2]uint64{uint64(id), cres.CallID})
 		if !ok {
-			w.read(tableReturns, pairKey([2]uint64{uint64(id), cres.CallID}))
 			continue
 		}
-		w.pw().returns.del([2]uint64{uint64(id), cres.CallID})
-		w.write(tableReturns, pairKey([2]uint64{uint64(id), cres.CallID}))
+		w.pw().returns.remove(w.fp, [2]uint64{uint64(id), cres.CallID})
 		if len(cres.Handles) == 1 {
 			w.bindTravelled(handleKey{id, y}, cres.Handles[0])
 		}

@@ -19,16 +19,24 @@ import (
 type runState struct {
 	// Records are never written once in a map (a change replaces the
 	// record): the maps are shared with clones and copied on write.
-	handles  cowMap[handleKey, *progHandle]
-	fetches  cowMap[handleKey, *fetchState]
-	fetchIDs cowMap[[2]uint64, *fetchState] // (worker, fetch id) -> the fetch, until answered
-	returns  cowMap[[2]uint64, string]      // (caller, call id) -> name of the returned handle
-	travel   cowMap[ForkID, travelling]     // passed or returned handles not yet bound
-	dups     []dupRule                      // never changed in place: a change makes a new slice
-	sum      digest                         // of the facts the state key covers (sums.go)
+	handles  table[handleKey, *progHandle]
+	fetches  table[handleKey, *fetchState]
+	fetchIDs table[[2]uint64, *fetchState] // (worker, fetch id) -> the fetch, until answered
+	returns  table[[2]uint64, string]      // (caller, call id) -> name of the returned handle
+	travel   table[ForkID, travelling]     // passed or returned handles not yet bound
+	dups     []dupRule                     // never changed in place: a change makes a new slice
+	sum      digest                        // of the facts the state key covers (sums.go)
 }
 
-func newRunState() *runState { return &runState{} }
+func newRunState() *runState {
+	return &runState{
+		handles:  newTable[handleKey, *progHandle](tableHandles, handleLoc),
+		fetches:  newTable[handleKey, *fetchState](tableFetches, handleLoc),
+		fetchIDs: newTable[[2]uint64, *fetchState](tableFetchIDs, pairKey),
+		returns:  newTable[[2]uint64, string](tableReturns, pairKey),
+		travel:   newTable[ForkID, travelling](tableTravel, forkKey),
+	}
+}
 
 // clone shares every map with p, each copied on its first write; p itself
 // is not written after a clone (worlds share it read-only, see pw).
@@ -58,8 +66,7 @@ func (w *world) bind(k handleKey, h core.HandleID) {
 	if st.IsOwner {
 		ph.fork = ForkID{}
 	}
-	w.pw().setHandle(k, ph)
-	w.write(tableHandles, handleLoc(k))
+	w.pw().setHandle(w.fp, k, ph)
 }
 
 // The commands' effects: world is a scenario.Target.
@@ -70,9 +77,8 @@ func (w *world) New(wn, x string, v int64) error {
 	wid := w.ids[wn]
 	h := w.core(wid).NewLocal(valueBytes(v))
 	w.bind(handleKey{wid, x}, h)
-	id := w.p.handles.m[handleKey{wid, x}].rref
-	w.mw().values.set(id, v)
-	w.write(tableValues, rrefKey(id))
+	id := w.p.handles.get(w.fp, handleKey{wid, x}).rref
+	w.mw().values.put(w.fp, id, v)
 	w.drain(wid)
 	return nil
 }
@@ -89,16 +95,13 @@ func (w *world) Remote(wn, owner, x string, v int64, fail bool) error {
 	}
 	k := handleKey{wid, x}
 	w.bind(k, h)
-	id := w.p.handles.m[k].rref
+	id := w.p.handles.get(w.fp, k).rref
 	mon := w.mw()
-	mon.owners.set(id, w.ids[owner])
-	w.set(tableOwners, rrefKey(id))
+	mon.owners.settle(w.fp, id, w.ids[owner])
 	if fail {
-		mon.failing.set(id, true)
-		w.write(tableFailing, rrefKey(id))
+		mon.failing.put(w.fp, id, true)
 	} else {
-		mon.values.set(id, v)
-		w.write(tableValues, rrefKey(id))
+		mon.values.put(w.fp, id, v)
 	}
 	w.drain(wid)
 	return nil
@@ -106,8 +109,7 @@ func (w *world) Remote(wn, owner, x string, v int64, fail bool) error {
 
 func (w *world) Pass(wn, to, x, y string) error {
 	wid := w.ids[wn]
-	h := w.p.handles.m[handleKey{wid, x}]
-	w.read(tableHandles, handleLoc(handleKey{wid, x}))
+	h := w.p.handles.get(w.fp, handleKey{wid, x})
 	if _, err := w.core(wid).Call(w.ids[to], "__pass", []byte(y), []core.HandleID{h.id}); err != nil {
 		return err
 	}
@@ -121,8 +123,7 @@ func (w *world) Return(wn, caller, x, y string) error {
 	if err != nil {
 		return err
 	}
-	w.pw().returns.set([2]uint64{uint64(cid), id}, y)
-	w.write(tableReturns, pairKey([2]uint64{uint64(cid), id}))
+	w.pw().returns.put(w.fp, [2]uint64{uint64(cid), id}, y)
 	w.returning = true
 	w.write(tableReturning, 0)
 	w.drain(cid)
@@ -132,38 +133,33 @@ func (w *world) Return(wn, caller, x, y string) error {
 func (w *world) Fetch(wn, x string) error {
 	wid := w.ids[wn]
 	k := handleKey{wid, x}
-	h := w.p.handles.m[k]
-	w.read(tableHandles, handleLoc(k))
-	w.read(tableValues, rrefKey(h.rref))
-	w.read(tableFailing, rrefKey(h.rref))
+	h := w.p.handles.get(w.fp, k)
 	f := &fetchState{liveAtIssue: !h.released, timedOut: h.timedOut, issued: *h}
 	f.issued.key = k
-	if want, ok := w.mon.values.m[h.rref]; ok {
+	want, known := w.mon.values.lookup(w.fp, h.rref)
+	if failing := w.mon.failing.get(w.fp, h.rref); known {
 		f.holds = scenario.Holding{Known: true, Value: string(valueBytes(want))}
-	} else if w.mon.failing.m[h.rref] {
+	} else if failing {
 		f.holds = scenario.Holding{Known: true, Fail: true}
 	}
 	id := h.id
 	if h.released {
 		id = 0 // a released handle: the core answers deleted at once
 	}
-	w.pw().setFetch(k, f)
-	w.write(tableFetches, handleLoc(k))
+	w.pw().setFetch(w.fp, k, f)
 	fid := w.core(wid).Fetch(id)
-	w.pw().fetchIDs.set([2]uint64{uint64(wid), fid}, f)
-	w.write(tableFetchIDs, pairKey([2]uint64{uint64(wid), fid}))
+	w.pw().fetchIDs.put(w.fp, [2]uint64{uint64(wid), fid}, f)
 	w.drain(wid)
 	return nil
 }
 
 func (w *world) Release(wn, x string) error {
 	wid := w.ids[wn]
-	h := w.p.handles.m[handleKey{wid, x}]
-	w.write(tableHandles, handleLoc(handleKey{wid, x}))
+	h := w.p.handles.get(w.fp, handleKey{wid, x})
 	if !h.released {
 		released := *h // a new record: clones share the old one
 		released.released = true
-		w.pw().setHandle(handleKey{wid, x}, &released)
+		w.pw().setHandle(w.fp, handleKey{wid, x}, &released)
 		if err := w.core(wid).Release(h.id); err != nil {
 			w.fail(rref.InvariantS5, 0, "%s's release of %s refused: %v", wn, x, err)
 		}
@@ -174,11 +170,10 @@ func (w *world) Release(wn, x string) error {
 
 func (w *world) Timeout(wn, x string) error {
 	wid := w.ids[wn]
-	w.write(tableHandles, handleLoc(handleKey{wid, x}))
-	timed := *w.p.handles.m[handleKey{wid, x}] // a new record: clones share the old one
+	timed := *w.p.handles.get(w.fp, handleKey{wid, x}) // a new record: clones share the old one
 	timed.timedOut = true
 	h := &timed
-	w.pw().setHandle(handleKey{wid, x}, h)
+	w.pw().setHandle(w.fp, handleKey{wid, x}, h)
 	if !h.onOwner {
 		w.core(wid).Timeout(h.id)
 	}
@@ -207,7 +202,7 @@ func (w *world) Advance(wn string, ticks int64) error {
 			held := w.awaitedOn(id)
 			for _, v := range awaited {
 				if !slices.Contains(held, v) {
-					w.mw().markExemptRRef(v) // given up: it will never exist
+					w.mw().markExemptRRef(w.fp, v) // given up: it will never exist
 				}
 			}
 		}
@@ -221,7 +216,7 @@ func (w *world) Advance(wn string, ticks int64) error {
 func (w *world) awaitedOn(id WorkerID) []RRefID {
 	var out []RRefID
 	for _, h := range w.slots[id-1].held.core.Held() {
-		if h.Kind == core.HeldValue && h.RRef.Worker != id && !w.mon.remoteArrived.m[h.RRef] {
+		if h.Kind == core.HeldValue && h.RRef.Worker != id && !w.mon.remoteArrived.get(w.fp, h.RRef) {
 			out = append(out, h.RRef)
 		}
 	}
@@ -248,8 +243,7 @@ func (w *world) Settle() error { return nil }
 func (w *world) Alive(wn string) bool { return !w.slots[w.ids[wn]-1].dead }
 
 func (w *world) Holds(wn, x string) bool {
-	w.read(tableHandles, handleLoc(w.key(wn, x)))
-	return w.p.handles.m[w.key(wn, x)] != nil
+	return w.p.handles.get(w.fp, w.key(wn, x)) != nil
 }
 
 func (w *world) Quiet() bool {
@@ -266,8 +260,7 @@ func (w *world) Busy() string {
 }
 
 func (w *world) Fetched(wn, x string) scenario.Fetched {
-	w.read(tableFetches, handleLoc(w.key(wn, x)))
-	f := w.p.fetches.m[w.key(wn, x)]
+	f := w.p.fetches.get(w.fp, w.key(wn, x))
 	if f == nil {
 		return scenario.Fetched{}
 	}
@@ -325,11 +318,9 @@ func (w *world) takeEager(caller WorkerID, id uint64, from WorkerID) bool {
 func (w *world) bindTravelled(k handleKey, h core.HandleID) {
 	w.bind(k, h)
 	st := w.peek(k.w).Handle(h)
-	w.fp.ReadTable(tableTravel)
-	for f, t := range w.p.travel.m {
+	for f, t := range w.p.travel.all(w.fp) {
 		if t.to == k.w && t.name == k.name && t.rref == st.RRef {
-			w.pw().delTravel(f)
-			w.write(tableTravel, forkKey(f))
+			w.pw().delTravel(w.fp, f)
 		}
 	}
 }
@@ -356,8 +347,7 @@ func (w *world) run(id WorkerID, run core.Run) {
 		}
 		cr.Return(run.From, run.CallID, nil, nil, core.Failure{})
 	case run.Fn == "__return":
-		h := w.p.handles.m[handleKey{id, string(run.Args)}]
-		w.read(tableHandles, handleLoc(handleKey{id, string(run.Args)}))
+		h := w.p.handles.get(w.fp, handleKey{id, string(run.Args)})
 		var refs []core.HandleID
 		if h != nil && !h.released {
 			refs = []core.HandleID{h.id}
@@ -397,34 +387,33 @@ const InvariantOnce = "once"
 
 func (w *world) fetched(id WorkerID, fr core.FetchResult) {
 	fid := [2]uint64{uint64(id), fr.FetchID}
-	w.write(tableFetchIDs, pairKey(fid))
-	if _, ok := w.p.fetchIDs.m[fid]; !ok {
+	issued, ok := w.p.fetchIDs.lookup(w.fp, fid)
+	if !ok {
 		return
 	}
 	p := w.pw()
-	answered := *p.fetchIDs.m[fid] // a new record: clones share the old one
+	answered := *issued // a new record: clones share the old one
 	f := &answered
-	w.write(tableFetches, handleLoc(f.issued.key))
 	f.done, f.value, f.err = true, fr.Value, fr.Err
-	if p.fetches.m[f.issued.key] == p.fetchIDs.m[fid] {
-		p.setFetch(f.issued.key, f) // still the name's last fetch
+	if p.fetches.get(w.fp, f.issued.key) == issued {
+		p.setFetch(w.fp, f.issued.key, f) // still the name's last fetch
 	}
-	p.fetchIDs.del(fid)
+	p.fetchIDs.remove(w.fp, fid)
 	h := &f.issued // checked against the handle it was issued on, not the name's binding now
-	// The checks below read these facts (and others only a crash changes).
-	w.read(tableValues, rrefKey(h.rref))
-	w.read(tableFailing, rrefKey(h.rref))
-	w.read(tableExempt, forkKey(h.fork))
-	w.read(tableRefused, forkKey(h.fork))
+	// The checks below read these facts, whichever the answer is.
+	mon := w.mon
+	want, known := mon.values.lookup(w.fp, h.rref)
+	failing := mon.failing.get(w.fp, h.rref)
+	exempt, refused := mon.exempt.get(w.fp, h.fork), mon.refused.get(w.fp, h.fork)
+	exemptRRef := mon.exemptRRef.get(w.fp, h.rref)
 	where := fmt.Sprintf("%s's fetch of %s", w.name(id), h.key.name)
 	switch fr.Err {
 	case rref.ErrorKindNone:
-		want, known := w.mon.values.m[h.rref]
 		if !known || string(fr.Value) != string(valueBytes(want)) {
 			w.fail(rref.InvariantS4, 0, "%s returned %q, not the value", where, fr.Value)
 		}
 	case rref.ErrorKindUser:
-		if !w.mon.failing.m[h.rref] {
+		if !failing {
 			w.fail(rref.InvariantS4, 0, "%s failed with a user error, but the function succeeded", where)
 		}
 	case rref.ErrorKindDeleted:
@@ -434,8 +423,7 @@ func (w *world) fetched(id WorkerID, fr core.FetchResult) {
 	case rref.ErrorKindLost:
 		// Only a handle a crash may have cut off (S1's exceptions), or one
 		// the owner refused, may be lost; a crash elsewhere excuses nothing.
-		mon := w.mon
-		cut := mon.exempt.m[h.fork] && h.fork != (ForkID{}) || mon.exemptRRef.m[h.rref] || mon.refused.m[h.fork] && mon.crashed
+		cut := exempt && h.fork != (ForkID{}) || exemptRRef || refused && mon.crashed
 		if f.liveAtIssue && !cut {
 			if !mon.crashed {
 				w.fail(rref.InvariantS4, 0, "%s failed with lost in a run without a crash", where)
@@ -464,8 +452,7 @@ func (w *world) ownerDead(h *progHandle) bool {
 // ownerOf is the owner of id as the monitor saw it (the callee of the remote
 // that created it, or its creator for a local value).
 func (w *world) ownerOf(id RRefID) WorkerID {
-	w.read(tableOwners, rrefKey(id))
-	if o, ok := w.mon.owners.m[id]; ok {
+	if o, ok := w.mon.owners.lookup(w.fp, id); ok {
 		return o
 	}
 	return id.Worker

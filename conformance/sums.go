@@ -3,6 +3,8 @@ package conformance
 import (
 	"encoding/binary"
 	"strconv"
+
+	"github.com/rrefkit/rref/explore"
 )
 
 // The program's state and the monitor are keyed by sums: each fact the
@@ -82,46 +84,46 @@ func deletesFact(f ForkID, n int) digest {
 
 // Changes to the program's state that its sum covers.
 
-func (p *runState) setHandle(k handleKey, h *progHandle) {
-	if old := p.handles.m[k]; old != nil {
+func (p *runState) setHandle(fp *explore.Footprint, k handleKey, h *progHandle) {
+	if old := p.handles.get(fp, k); old != nil {
 		p.sum = p.sum.sub(handleFact(k, old))
 	}
-	p.handles.set(k, h)
+	p.handles.put(fp, k, h)
 	p.sum = p.sum.add(handleFact(k, h))
 }
 
-func (p *runState) setFetch(k handleKey, f *fetchState) {
-	if old := p.fetches.m[k]; old != nil {
+func (p *runState) setFetch(fp *explore.Footprint, k handleKey, f *fetchState) {
+	if old := p.fetches.get(fp, k); old != nil {
 		p.sum = p.sum.sub(fetchFact(k, old))
 	}
-	p.fetches.set(k, f)
+	p.fetches.put(fp, k, f)
 	p.sum = p.sum.add(fetchFact(k, f))
 }
 
-func (p *runState) addTravel(f ForkID, t travelling) {
-	if _, ok := p.travel.m[f]; !ok {
+func (p *runState) addTravel(fp *explore.Footprint, f ForkID, t travelling) {
+	if _, ok := p.travel.lookup(fp, f); !ok {
 		p.sum = p.sum.add(forkFact(factTravel, f))
 	}
-	p.travel.set(f, t)
+	p.travel.put(fp, f, t)
 }
 
-func (p *runState) delTravel(f ForkID) {
-	if _, ok := p.travel.m[f]; ok {
+func (p *runState) delTravel(fp *explore.Footprint, f ForkID) {
+	if _, ok := p.travel.lookup(fp, f); ok {
 		p.sum = p.sum.sub(forkFact(factTravel, f))
-		p.travel.del(f)
+		p.travel.remove(fp, f)
 	}
 }
 
 // recomputeSum is the sum of every fact, from the maps themselves.
 func (p *runState) recomputeSum() digest {
 	var sum digest
-	for k, h := range p.handles.m {
+	for k, h := range p.handles.untracked() {
 		sum = sum.add(handleFact(k, h))
 	}
-	for k, f := range p.fetches.m {
+	for k, f := range p.fetches.untracked() {
 		sum = sum.add(fetchFact(k, f))
 	}
-	for f := range p.travel.m {
+	for f := range p.travel.untracked() {
 		sum = sum.add(forkFact(factTravel, f))
 	}
 	return sum
@@ -129,26 +131,25 @@ func (p *runState) recomputeSum() digest {
 
 // Changes to the monitor that its sum covers. The sets only grow.
 
-func (m *monitor) mark(set *cowMap[ForkID, bool], kind byte, f ForkID) {
-	if !set.m[f] {
-		set.set(f, true)
+// mark makes f a member of set: Footprint.Set, as two marks commute.
+func (m *monitor) mark(fp *explore.Footprint, set *table[ForkID, bool], kind byte, f ForkID) {
+	if set.grow(fp, f, true) {
 		m.sum = m.sum.add(forkFact(kind, f))
 	}
 }
 
-func (m *monitor) markExemptRRef(id RRefID) {
-	if !m.exemptRRef.m[id] {
-		m.exemptRRef.set(id, true)
+func (m *monitor) markExemptRRef(fp *explore.Footprint, id RRefID) {
+	if m.exemptRRef.grow(fp, id, true) {
 		m.sum = m.sum.add(forkFact(factExemptRRef, ForkID(id)))
 	}
 }
 
-func (m *monitor) countDelete(f ForkID) int {
-	n := m.deletes.m[f]
+func (m *monitor) countDelete(fp *explore.Footprint, f ForkID) int {
+	n := m.deletes.get(fp, f)
 	if n > 0 {
 		m.sum = m.sum.sub(deletesFact(f, n))
 	}
-	m.deletes.set(f, n+1)
+	m.deletes.put(fp, f, n+1)
 	m.sum = m.sum.add(deletesFact(f, n+1))
 	return n + 1
 }
@@ -165,17 +166,17 @@ func (m *monitor) recomputeSum() digest {
 	for _, set := range []struct {
 		kind byte
 		m    map[ForkID]bool
-	}{{factAnswered, m.answered.m}, {factRefused, m.refused.m}, {factExempt, m.exempt.m}} {
+	}{{factAnswered, m.answered.untracked()}, {factRefused, m.refused.untracked()}, {factExempt, m.exempt.untracked()}} {
 		for f, ok := range set.m {
 			if ok {
 				sum = sum.add(forkFact(set.kind, f))
 			}
 		}
 	}
-	for f, n := range m.deletes.m {
+	for f, n := range m.deletes.untracked() {
 		sum = sum.add(deletesFact(f, n))
 	}
-	for id, ok := range m.exemptRRef.m {
+	for id, ok := range m.exemptRRef.untracked() {
 		if ok {
 			sum = sum.add(forkFact(factExemptRRef, ForkID(id)))
 		}

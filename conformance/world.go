@@ -321,8 +321,7 @@ func (w *world) step(c int) {
 		return
 	}
 	if rc, ok := m.msg.(*rref.RemoteCall); ok && m.isMessage() {
-		w.mw().remoteArrived.set(rc.RRef, true)
-		w.set(tableRemoteArrived, rrefKey(rc.RRef))
+		w.mw().remoteArrived.settle(w.fp, rc.RRef, true)
 	}
 	w.received(m)
 	w.deliver(m)
