@@ -29,7 +29,7 @@ func (n *Node) accept() {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			name, err := n.hello(c, "")
+			name, err := n.hello(c, "", false)
 			if err != nil {
 				n.log.Warn("link refused", "err", err)
 				c.Close()
@@ -47,7 +47,7 @@ func (n *Node) dial(name protocol.NodeID, addr string) {
 	for n.ctx.Err() == nil {
 		c, err := fifo.DialTCP(n.ctx, addr, n.cfg.Secret, n.cfg.FIFO)
 		if err == nil {
-			if _, err = n.hello(c, name); err == nil {
+			if _, err = n.hello(c, name, true); err == nil {
 				n.serve(name, c) // until the link breaks
 				continue
 			}
@@ -61,13 +61,43 @@ func (n *Node) dial(name protocol.NodeID, addr string) {
 	}
 }
 
-// hello exchanges hellos on a new link: a dialer (want set) speaks first
-// and expects want; an acceptor expects a peer that dials it.
-func (n *Node) hello(c *fifo.Conn, want protocol.NodeID) (protocol.NodeID, error) {
+// shmLink keeps the shared-memory link to peer name up, as the end that
+// creates it (create) or attaches to it: again whenever it is down, so
+// that a restarted peer is linked again, until the node stops.
+func (n *Node) shmLink(name protocol.NodeID, link string, create bool) {
+	defer n.wg.Done()
+	for n.ctx.Err() == nil {
+		var c *fifo.Conn
+		var err error
+		if create {
+			c, err = fifo.ListenSHM(n.ctx, link, n.cfg.Secret, n.cfg.FIFO)
+		} else {
+			c, err = fifo.DialSHM(n.ctx, link, n.cfg.Secret, n.cfg.FIFO)
+		}
+		if err == nil {
+			// The end that attaches speaks first, as a dialer does.
+			if _, err = n.hello(c, name, !create); err == nil {
+				n.serve(name, c) // until the link breaks
+				continue
+			}
+			c.Close()
+		}
+		n.log.Debug("shared memory", "peer", string(name), "err", err)
+		select {
+		case <-n.ctx.Done():
+		case <-time.After(n.cfg.Redial):
+		}
+	}
+}
+
+// hello exchanges hellos on a new link. The end that speaks first (first)
+// is the one that dialed or attached; want is the peer expected ("" for a
+// tcp acceptor, which takes any peer whose role is to dial it).
+func (n *Node) hello(c *fifo.Conn, want protocol.NodeID, first bool) (protocol.NodeID, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, helloTimeout)
 	defer cancel()
 	mine := nodewire.AppendFrame(nil, &nodewire.Hello{Name: string(n.cfg.Name), Protocol: n.codec.Name})
-	if want != "" {
+	if first {
 		if err := c.Send(ctx, mine); err != nil {
 			return "", fmt.Errorf("node: hello to %s: %w", want, err)
 		}
@@ -85,16 +115,16 @@ func (n *Node) hello(c *fifo.Conn, want protocol.NodeID) (protocol.NodeID, error
 		return "", fmt.Errorf("node: hello: got a %v", m.MessageCode())
 	}
 	name := protocol.NodeID(h.Name)
-	_, known := n.peers[name]
+	role, known := n.roles[name]
 	switch {
 	case h.Protocol != n.codec.Name:
 		return "", fmt.Errorf("%w: peer %s speaks protocol %q, not %q", ErrConfig, name, h.Protocol, n.codec.Name)
 	case want != "" && name != want:
-		return "", fmt.Errorf("%w: dialed %s, reached %s", ErrConfig, want, name)
-	case want == "" && (!known || name <= n.cfg.Name):
+		return "", fmt.Errorf("%w: linked to reach %s, reached %s", ErrConfig, want, name)
+	case want == "" && (!known || role != roleAccept):
 		return "", fmt.Errorf("%w: %q is no peer that dials %s", ErrConfig, name, n.cfg.Name)
 	}
-	if want == "" {
+	if !first {
 		if err := c.Send(ctx, mine); err != nil {
 			return "", fmt.Errorf("node: hello to %s: %w", name, err)
 		}

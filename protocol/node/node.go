@@ -1,7 +1,7 @@
 // Package node runs a protocol's handlers for real, the same code the
 // explorer checks (package protocol/world): one node per process (or
-// several), linked to its peers over the fifo transport's tcp provider,
-// with the messages framed by the generated codecs, real timers, and a
+// several), linked to its peers over the fifo transport (tcp, and shared
+// memory between the nodes of one host that name one group), with the messages framed by the generated codecs, real timers, and a
 // durable record in a file that survives a crash.
 //
 // A node runs its events one at a time on one goroutine, as the world
@@ -31,7 +31,10 @@ import (
 	"github.com/rrefkit/rref/protocol/internal/engine"
 )
 
-// Peer is one node of the group and where it listens (host:port).
+// Peer is one node of the group and where it is reached: "host:port",
+// where it listens for tcp links, or "shm:GROUP" for a node on this host
+// that links over shared memory to the other nodes of GROUP and dials the
+// tcp nodes (it listens for none).
 type Peer struct {
 	Name protocol.NodeID
 	Addr string
@@ -78,6 +81,8 @@ type Node struct {
 	codec  *protocol.Codec
 	log    *slog.Logger
 	peers  map[protocol.NodeID]string
+	addrs  map[protocol.NodeID]addr
+	roles  map[protocol.NodeID]linkRole
 	start  time.Time
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -94,7 +99,7 @@ type Node struct {
 	mu     sync.Mutex
 	links  map[protocol.NodeID]*fifo.Conn
 	linked map[protocol.NodeID]bool // peers linked at least once
-	ln     *fifo.TCPListener
+	ln     *fifo.TCPListener        // nil for a shared-memory node
 }
 
 type timerKey struct {
@@ -112,7 +117,7 @@ type armed struct {
 // reach them), runs the start hook with the record it saved, and then events
 // until Close or a failure.
 func Start(ctx context.Context, cfg Config, role *protocol.Role) (*Node, error) {
-	n := &Node{cfg: cfg, role: role, log: cfg.Logger, peers: map[protocol.NodeID]string{},
+	n := &Node{cfg: cfg, role: role, log: cfg.Logger, peers: map[protocol.NodeID]string{}, addrs: map[protocol.NodeID]addr{}, roles: map[protocol.NodeID]linkRole{},
 		inbox: make(chan func(), inboxSize), done: make(chan struct{}), timers: map[timerKey]*armed{}, links: map[protocol.NodeID]*fifo.Conn{}, linked: map[protocol.NodeID]bool{}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -129,34 +134,55 @@ func Start(ctx context.Context, cfg Config, role *protocol.Role) (*Node, error) 
 		if _, dup := n.peers[p.Name]; dup || p.Name == "" {
 			return nil, fmt.Errorf("%w: peer name %q is empty or repeated", ErrConfig, p.Name)
 		}
-		n.peers[p.Name] = p.Addr
+		a, err := parseAddr(p.Name, p.Addr)
+		if err != nil {
+			return nil, err
+		}
+		n.peers[p.Name], n.addrs[p.Name] = p.Addr, a
 	}
-	self, ok := n.peers[cfg.Name]
+	mine, ok := n.addrs[cfg.Name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s is not among the peers", ErrConfig, cfg.Name)
+	}
+	for name, theirs := range n.addrs {
+		if name == cfg.Name {
+			continue
+		}
+		r, err := roleOf(cfg.Name, name, mine, theirs)
+		if err != nil {
+			return nil, err
+		}
+		n.roles[name] = r
 	}
 	saved, err := n.load()
 	if err != nil {
 		return nil, err
 	}
-	raw, err := net.Listen("tcp", self)
-	if err != nil {
-		return nil, fmt.Errorf("node: %s: listen: %w", cfg.Name, err)
-	}
-	if n.ln, err = fifo.NewTCPListener(raw, cfg.Secret, cfg.FIFO); err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("node: %s: %w", cfg.Name, err)
+	if mine.hostPort != "" {
+		raw, err := net.Listen("tcp", mine.hostPort)
+		if err != nil {
+			return nil, fmt.Errorf("node: %s: listen: %w", cfg.Name, err)
+		}
+		if n.ln, err = fifo.NewTCPListener(raw, cfg.Secret, cfg.FIFO); err != nil {
+			raw.Close()
+			return nil, fmt.Errorf("node: %s: %w", cfg.Name, err)
+		}
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.start = time.Now()
-	n.wg.Add(1)
-	go n.accept()
-	for name, addr := range n.peers {
-		if name > cfg.Name || name == cfg.Name {
-			continue // it dials this node
-		}
+	if n.ln != nil {
 		n.wg.Add(1)
-		go n.dial(name, addr)
+		go n.accept()
+	}
+	for name, r := range n.roles {
+		switch r {
+		case roleDial:
+			n.wg.Add(1)
+			go n.dial(name, n.addrs[name].hostPort)
+		case roleSHMCreate, roleSHMAttach:
+			n.wg.Add(1)
+			go n.shmLink(name, shmLinkName(n.codec.Name, mine.shmGroup, cfg.Name, name), r == roleSHMCreate)
+		}
 	}
 	if err := n.waitLinked(ctx); err != nil {
 		n.shutdown()
@@ -325,7 +351,9 @@ func (n *Node) Close() error {
 func (n *Node) shutdown() {
 	n.stop(ErrClosed)
 	n.cancel()
-	n.ln.Close()
+	if n.ln != nil {
+		n.ln.Close()
+	}
 	n.mu.Lock()
 	for name, c := range n.links {
 		c.Close()

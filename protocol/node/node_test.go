@@ -3,8 +3,11 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,12 +86,39 @@ func waitState(t *testing.T, ctx context.Context, n *node.Node, want int) *pinge
 	}
 }
 
-// TestPingPongOverTCP: the handlers the world explores run over tcp, and
-// an input the guard refuses is refused.
-func TestPingPongOverTCP(t *testing.T) {
+// shmGroups counts the shared-memory groups the tests make, so that each
+// has a name of its own (the names are the host's: the process id too).
+var shmGroups atomic.Int64
+
+// transports are the links a test runs over, as the pair of addresses of
+// a and b: both on tcp, both on one shared-memory group, and each of the
+// mixed orders (the shared-memory node dials the tcp one).
+var transports = []struct {
+	name  string
+	addrs func(t *testing.T) []string
+}{
+	{"tcp", func(t *testing.T) []string { return freeAddrs(t, 2) }},
+	{"shm", func(t *testing.T) []string { g := shmGroup(); return []string{g, g} }},
+	{"a-shm-b-tcp", func(t *testing.T) []string { return []string{shmGroup(), freeAddrs(t, 1)[0]} }},
+	{"a-tcp-b-shm", func(t *testing.T) []string { return []string{freeAddrs(t, 1)[0], shmGroup()} }},
+}
+
+func shmGroup() string {
+	return fmt.Sprintf("shm:nodetest-%d-%d", os.Getpid(), shmGroups.Add(1))
+}
+
+// TestPingPong: the handlers the world explores run over tcp, shared
+// memory and both mixed, and an input the guard refuses is refused.
+func TestPingPong(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testPingPong(t, tr.addrs(t)) })
+	}
+}
+
+func testPingPong(t *testing.T, addrs []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	a, b := startBoth(t, ctx, freeAddrs(t, 2), filepath.Join(t.TempDir(), "a.state"))
+	a, b := startBoth(t, ctx, addrs, filepath.Join(t.TempDir(), "a.state"))
 	defer b.Close()
 	defer a.Close()
 	for range 3 {
@@ -107,11 +137,16 @@ func TestPingPongOverTCP(t *testing.T) {
 
 // TestRestartKeepsTheRecord: a pinger closed and started again (as after
 // a crash) takes up its count from its state file, and its ponger, whose
-// link broke, is linked to it again.
+// link broke, is linked to it again, over every transport.
 func TestRestartKeepsTheRecord(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testRestartKeepsTheRecord(t, tr.addrs(t)) })
+	}
+}
+
+func testRestartKeepsTheRecord(t *testing.T, addrs []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	addrs := freeAddrs(t, 2)
 	state := filepath.Join(t.TempDir(), "a.state")
 	a, b := startBoth(t, ctx, addrs, state)
 	defer b.Close()
@@ -182,6 +217,11 @@ func TestStartRefusesBadConfigs(t *testing.T) {
 	for name, cfg := range map[string]node.Config{
 		"not a peer": {Name: "c", Peers: []node.Peer{{"a", "127.0.0.1:1"}}},
 		"duplicate":  {Name: "a", Peers: []node.Peer{{"a", "127.0.0.1:1"}, {"a", "127.0.0.1:2"}}},
+		"no address": {Name: "a", Peers: []node.Peer{{"a", ""}, {"b", "127.0.0.1:2"}}},
+		"no group":   {Name: "a", Peers: []node.Peer{{"a", "shm:"}, {"b", "127.0.0.1:2"}}},
+		"fabric":     {Name: "a", Peers: []node.Peer{{"a", "fabric:127.0.0.1:1"}, {"b", "127.0.0.1:2"}}},
+		// Two shared-memory groups share no transport: neither listens on tcp.
+		"two groups": {Name: "a", Peers: []node.Peer{{"a", "shm:g1"}, {"b", "shm:g2"}}},
 	} {
 		if _, err := node.Start(ctx, cfg, role); !errors.Is(err, node.ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
