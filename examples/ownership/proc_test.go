@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rrefkit/rref/internal/freeport"
 )
 
 // procTimeout bounds the group's run.
@@ -28,14 +29,13 @@ func TestProcessesOverTCP(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	names := []string{"owner", "b1", "b2", "b3"}
+	addrs, err := freeport.Loopback(len(names))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var peers []string
-	for _, n := range names {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers = append(peers, n+"="+ln.Addr().String())
-		ln.Close()
+	for i, n := range names {
+		peers = append(peers, n+"="+addrs[i])
 	}
 	outs := make([]bytes.Buffer, len(names))
 	cmds := make([]*exec.Cmd, len(names))

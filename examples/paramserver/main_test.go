@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/internal/cli"
+	"github.com/rrefkit/rref/internal/freeport"
 	"github.com/rrefkit/rref/runtime/worker"
 )
 
@@ -259,15 +259,13 @@ func TestServerKilled(t *testing.T) {
 var members = []string{"server", "t1", "t2"}
 
 func groupAddrs(t *testing.T, addr func(port string) string) []string {
+	ports, err := freeport.Ports(len(members))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var peers []string
-	for _, name := range members {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		ln.Close()
-		peers = append(peers, name+"="+addr(port))
+	for i, name := range members {
+		peers = append(peers, name+"="+addr(ports[i]))
 	}
 	return peers
 }

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rrefkit/rref/internal/freeport"
 )
 
 // procTimeout bounds the group's run, the coordinator's restart included.
@@ -30,14 +31,14 @@ func TestCoordinatorCrashOverTCP(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	names := []string{"coord", "p1", "p2"}
+	addrs, err := freeport.Loopback(len(names))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var peers []string
-	for _, n := range []string{"coord", "p1", "p2"} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers = append(peers, n+"="+ln.Addr().String())
-		ln.Close()
+	for i, n := range names {
+		peers = append(peers, n+"="+addrs[i])
 	}
 	run := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
 		var out bytes.Buffer

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/fifo"
+	"github.com/rrefkit/rref/internal/freeport"
 )
 
 // fabricTransports is the fifo/fabric row, in a build with the libfabric
@@ -173,10 +173,9 @@ func lastLine(b []byte) string {
 }
 
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), nil
+	return ports[0], nil
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rrefkit/rref/internal/freeport"
 	"github.com/rrefkit/rref/internal/hooks"
 	"github.com/rrefkit/rref/runtime/worker"
 )
@@ -199,15 +200,6 @@ func wrapClient(name string, client *worker.Worker) *rpcSystem {
 	}
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "127.0.0.1:0"
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // Arith is the net/rpc service.
 type Arith struct{}
 
@@ -270,7 +262,11 @@ func rpcSystems() []systemMaker {
 			return rrefSystem("rrefkit (shm)", []worker.Peer{{Name: "server", Addr: g}, {Name: "client", Addr: g}})
 		}},
 		{"rrefkit (tcp)", func() (*rpcSystem, error) {
-			return rrefSystem("rrefkit (tcp)", []worker.Peer{{Name: "server", Addr: freeAddr()}, {Name: "client", Addr: freeAddr()}})
+			addrs, err := freeport.Loopback(2)
+			if err != nil {
+				return nil, err
+			}
+			return rrefSystem("rrefkit (tcp)", []worker.Peer{{Name: "server", Addr: addrs[0]}, {Name: "client", Addr: addrs[1]}})
 		}},
 		{"rrefkit (mem)", func() (*rpcSystem, error) {
 			ws, err := worker.NewGroup([]string{"server", "client"}, worker.Config{Logger: quietLog})

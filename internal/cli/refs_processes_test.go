@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/fifo"
+	"github.com/rrefkit/rref/internal/freeport"
 	"github.com/rrefkit/rref/internal/refview"
 	"github.com/rrefkit/rref/runtime/observe"
 	"github.com/rrefkit/rref/runtime/worker"
@@ -228,9 +228,13 @@ func startRefsGroup(t *testing.T, ctx context.Context) (*refsGroup, error) {
 	names := []string{"a", "b", "c"}
 	var peers []string
 	g := &refsGroup{}
-	for _, n := range names {
-		peers = append(peers, n+"="+freeAddr(t))
-		g.debug = append(g.debug, freeAddr(t))
+	addrs, err := freeport.Loopback(2 * len(names)) // each member's own, then its debug listener's
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range names {
+		peers = append(peers, n+"="+addrs[i])
+		g.debug = append(g.debug, addrs[len(names)+i])
 	}
 	var stderr lockedBuffer
 	anyExit := make(chan struct{}, len(names))
@@ -340,15 +344,4 @@ func waitRefs(t *testing.T, addrs []string, what string, ok func(refview.Counts)
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: not seen within %v; last counts %+v", what, bound, last)
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

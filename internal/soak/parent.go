@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/rrefkit/rref/internal/freeport"
 	"github.com/rrefkit/rref/internal/netfault"
 	"github.com/rrefkit/rref/runtime/worker"
 )
@@ -243,17 +243,6 @@ type roundRun struct {
 	unexpected, hung int
 }
 
-// freePort picks a loopback port for a member to listen on. It is free
-// now; if it is taken before the member listens, the round starts again.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 func (r *runner) round(ctx context.Context, p roundPlan) error {
 	for attempt := 1; ; attempt++ {
 		rr := &roundRun{r: r, plan: p, names: memberNames(r.o.Members), relays: map[[2]int]*netfault.Relay{}, deadTo: make([]uint64, r.o.Members),
@@ -277,17 +266,17 @@ func (r *runner) round(ctx context.Context, p roundPlan) error {
 func (rr *roundRun) views() ([][]worker.Peer, error) {
 	n := len(rr.names)
 	shmAddr := fmt.Sprintf("shm:soak%d-%d", os.Getpid(), rr.plan.round)
-	own := make([]string, n)
+	// Loopback ports for every member, distinct, though the shared-memory
+	// members use none; if one is taken before its member listens, the
+	// round starts again.
+	own, err := freeport.Loopback(n)
+	if err != nil {
+		return nil, err
+	}
 	for i := range own {
 		if rr.plan.shm[i] {
 			own[i] = shmAddr
-			continue
 		}
-		a, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		own[i] = a
 	}
 	for i := range n {
 		for j := i + 1; j < n; j++ {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rrefkit/rref/internal/freeport"
 	"github.com/rrefkit/rref/protocol"
 	"github.com/rrefkit/rref/protocol/internal/pinger"
 	"github.com/rrefkit/rref/protocol/internal/pingpb"
@@ -25,16 +25,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // link set-up, far below go test's own timeout.
 const testTimeout = 30 * time.Second
 
-// freeAddrs reserves n loopback addresses.
+// freeAddrs picks n distinct loopback addresses.
 func freeAddrs(t *testing.T, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = ln.Addr().String()
-		ln.Close()
+	out, err := freeport.Loopback(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
