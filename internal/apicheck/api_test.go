@@ -24,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite testdata/api.txt from the packa
 // public are the packages users import, relative to the module root.
 var public = []string{
 	"conformance", "explore", "fifo", "gen", "genrt", "generated/rref", "generated/group",
-	"runtime/core", "runtime/observe", "runtime/worker", "spec",
+	"protocol", "protocol/node", "protocol/world", "runtime/core", "runtime/etcdgroup", "runtime/observe", "runtime/worker", "spec",
 }
 
 func TestPublicSurface(t *testing.T) {
