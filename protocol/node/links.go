@@ -40,20 +40,22 @@ func (n *Node) accept() {
 	}
 }
 
-// dial keeps the link to peer name up: it dials again whenever the link
-// is down, until the node stops.
-func (n *Node) dial(name protocol.NodeID, addr string) {
+// keepLinked keeps the link to peer name up: it connects again whenever
+// the link is down (so that a restarted peer is linked again), pausing
+// Redial after a failure, until the node stops. speaksFirst: this end
+// dialed or attached, and opens the hellos.
+func (n *Node) keepLinked(name protocol.NodeID, how string, speaksFirst bool, connect func() (*fifo.Conn, error)) {
 	defer n.wg.Done()
 	for n.ctx.Err() == nil {
-		c, err := fifo.DialTCP(n.ctx, addr, n.cfg.Secret, n.cfg.FIFO)
+		c, err := connect()
 		if err == nil {
-			if _, err = n.hello(c, name, true); err == nil {
+			if _, err = n.hello(c, name, speaksFirst); err == nil {
 				n.serve(name, c) // until the link breaks
 				continue
 			}
 			c.Close()
 		}
-		n.log.Debug("dial", "peer", string(name), "err", err)
+		n.log.Debug(how, "peer", string(name), "err", err)
 		select {
 		case <-n.ctx.Done():
 		case <-time.After(n.cfg.Redial):
@@ -61,33 +63,23 @@ func (n *Node) dial(name protocol.NodeID, addr string) {
 	}
 }
 
+// dial keeps the tcp link to peer name, at addr, up.
+func (n *Node) dial(name protocol.NodeID, addr string) {
+	n.keepLinked(name, "dial", true, func() (*fifo.Conn, error) {
+		return fifo.DialTCP(n.ctx, addr, n.cfg.Secret, n.cfg.FIFO)
+	})
+}
+
 // shmLink keeps the shared-memory link to peer name up, as the end that
-// creates it (create) or attaches to it: again whenever it is down, so
-// that a restarted peer is linked again, until the node stops.
+// creates it (create) or the one that attaches, which speaks first as a
+// dialer does.
 func (n *Node) shmLink(name protocol.NodeID, link string, create bool) {
-	defer n.wg.Done()
-	for n.ctx.Err() == nil {
-		var c *fifo.Conn
-		var err error
+	n.keepLinked(name, "shared memory", !create, func() (*fifo.Conn, error) {
 		if create {
-			c, err = fifo.ListenSHM(n.ctx, link, n.cfg.Secret, n.cfg.FIFO)
-		} else {
-			c, err = fifo.DialSHM(n.ctx, link, n.cfg.Secret, n.cfg.FIFO)
+			return fifo.ListenSHM(n.ctx, link, n.cfg.Secret, n.cfg.FIFO)
 		}
-		if err == nil {
-			// The end that attaches speaks first, as a dialer does.
-			if _, err = n.hello(c, name, !create); err == nil {
-				n.serve(name, c) // until the link breaks
-				continue
-			}
-			c.Close()
-		}
-		n.log.Debug("shared memory", "peer", string(name), "err", err)
-		select {
-		case <-n.ctx.Done():
-		case <-time.After(n.cfg.Redial):
-		}
-	}
+		return fifo.DialSHM(n.ctx, link, n.cfg.Secret, n.cfg.FIFO)
+	})
 }
 
 // hello exchanges hellos on a new link. The end that speaks first (first)
