@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rrefkit/rref/fifo"
 	"github.com/rrefkit/rref/protocol"
 )
 
@@ -19,8 +20,10 @@ const shmLinkHashBytes = 8
 
 // addr is a node's address, parsed once.
 type addr struct {
-	shmGroup string // "" for tcp
+	shmGroup string // "" for tcp and fabric
 	hostPort string // "" for shared memory
+	fabric   bool   // over libfabric, through provider ("" for its default)
+	provider string
 }
 
 func parseAddr(name protocol.NodeID, s string) (addr, error) {
@@ -31,8 +34,12 @@ func parseAddr(name protocol.NodeID, s string) (addr, error) {
 			return addr{}, fmt.Errorf("%w: node %s: %q names no shared-memory group (shm:GROUP)", ErrConfig, name, s)
 		}
 		return addr{shmGroup: group}, nil
-	case strings.HasPrefix(s, "fabric:"):
-		return addr{}, fmt.Errorf("%w: node %s: %q: nodes link over tcp and shared memory only", ErrConfig, name, s)
+	case strings.HasPrefix(s, fifo.FabricAddrPrefix):
+		provider, hostPort, err := fifo.ParseFabricAddr(s)
+		if err != nil {
+			return addr{}, fmt.Errorf("%w: node %s: %v", ErrConfig, name, err)
+		}
+		return addr{fabric: true, provider: provider, hostPort: hostPort}, nil
 	case s == "":
 		return addr{}, fmt.Errorf("%w: node %s has no address", ErrConfig, name)
 	}
@@ -51,10 +58,13 @@ const (
 
 // roleOf is what node self does for its link to peer: two nodes of one
 // shared-memory group link there, the lower name creating; a node without
-// a tcp listener dials the one with it; of two tcp nodes, the higher name
-// dials. Every node computes the same roles from the same list.
+// a tcp listener dials the one with it; of two tcp nodes, or two fabric
+// nodes, the higher name dials. Fabric nodes link only to fabric nodes, as
+// workers do. Every node computes the same roles from the same list.
 func roleOf(self, peer protocol.NodeID, mine, theirs addr) (linkRole, error) {
 	switch {
+	case mine.fabric != theirs.fabric:
+		return 0, fmt.Errorf("%w: %s and %s: fabric nodes link only to fabric nodes", ErrConfig, self, peer)
 	case mine.shmGroup != "" && mine.shmGroup == theirs.shmGroup:
 		if self < peer {
 			return roleSHMCreate, nil

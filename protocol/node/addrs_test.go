@@ -11,7 +11,7 @@ import (
 // transports and names, agree: one dials and the other accepts, or one
 // creates the shared memory and the other attaches, or both refuse.
 func TestRolesComplement(t *testing.T) {
-	addrs := []string{"127.0.0.1:1", "127.0.0.1:2", "shm:g", "shm:h"}
+	addrs := []string{"127.0.0.1:1", "127.0.0.1:2", "shm:g", "shm:h", "fabric:127.0.0.1:3", "fabric:shm@127.0.0.1:4"}
 	names := []protocol.NodeID{"a", "b", "c"}
 	partner := map[linkRole]linkRole{roleDial: roleAccept, roleAccept: roleDial, roleSHMCreate: roleSHMAttach, roleSHMAttach: roleSHMCreate}
 	pairs := 0

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/rrefkit/rref/fifo"
@@ -18,7 +19,7 @@ const helloTimeout = 5 * time.Second
 func (n *Node) accept() {
 	defer n.wg.Done()
 	for {
-		c, err := n.ln.Accept(n.ctx)
+		c, err := n.acceptLink(n.ctx)
 		if err != nil {
 			if n.ctx.Err() != nil {
 				return
@@ -63,10 +64,37 @@ func (n *Node) keepLinked(name protocol.NodeID, how string, speaksFirst bool, co
 	}
 }
 
-// dial keeps the tcp link to peer name, at addr, up.
-func (n *Node) dial(name protocol.NodeID, addr string) {
+// listen opens this node's listener at mine: tcp links, or the
+// handshakes that move fabric links onto libfabric.
+func (n *Node) listen(mine addr) error {
+	raw, err := net.Listen("tcp", mine.hostPort)
+	if err != nil {
+		return fmt.Errorf("node: %s: listen: %w", n.cfg.Name, err)
+	}
+	if mine.fabric {
+		n.acceptLink = func(ctx context.Context) (*fifo.Conn, error) {
+			return fifo.AcceptFabric(ctx, raw, n.cfg.Secret, n.cfg.FIFO, fifo.WithProvider(mine.provider))
+		}
+		n.closeListener = func() { raw.Close() }
+		return nil
+	}
+	ln, err := fifo.NewTCPListener(raw, n.cfg.Secret, n.cfg.FIFO)
+	if err != nil {
+		raw.Close()
+		return fmt.Errorf("node: %s: %w", n.cfg.Name, err)
+	}
+	n.acceptLink, n.closeListener = ln.Accept, func() { ln.Close() }
+	return nil
+}
+
+// dial keeps the link to peer name, at theirs, up: over tcp, or over
+// libfabric with the provider the accepting peer names.
+func (n *Node) dial(name protocol.NodeID, theirs addr) {
 	n.keepLinked(name, "dial", true, func() (*fifo.Conn, error) {
-		return fifo.DialTCP(n.ctx, addr, n.cfg.Secret, n.cfg.FIFO)
+		if theirs.fabric {
+			return fifo.DialFabric(n.ctx, theirs.hostPort, n.cfg.Secret, n.cfg.FIFO, fifo.WithProvider(theirs.provider))
+		}
+		return fifo.DialTCP(n.ctx, theirs.hostPort, n.cfg.Secret, n.cfg.FIFO)
 	})
 }
 

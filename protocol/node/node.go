@@ -1,7 +1,8 @@
 // Package node runs a protocol's handlers for real, the same code the
 // explorer checks (package protocol/world): one node per process (or
-// several), linked to its peers over the fifo transport (tcp, and shared
-// memory between the nodes of one host that name one group), with the messages framed by the generated codecs, real timers, and a
+// several), linked to its peers over the fifo transport (tcp, shared
+// memory between the nodes of one host that name one group, or libfabric),
+// with the messages framed by the generated codecs, real timers, and a
 // durable record in a file that survives a crash.
 //
 // A node runs its events one at a time on one goroutine, as the world
@@ -20,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -32,9 +32,11 @@ import (
 )
 
 // Peer is one node of the group and where it is reached: "host:port",
-// where it listens for tcp links, or "shm:GROUP" for a node on this host
-// that links over shared memory to the other nodes of GROUP and dials the
-// tcp nodes (it listens for none).
+// where it listens for tcp links; "shm:GROUP" for a node on this host that
+// links over shared memory to the other nodes of GROUP and dials the tcp
+// nodes (it listens for none); or "fabric:[PROVIDER@]host:port" for a node
+// on libfabric (in a build with -tags rreffabric), which links to fabric
+// nodes only, with the provider the accepting node names.
 type Peer struct {
 	Name protocol.NodeID
 	Addr string
@@ -99,7 +101,12 @@ type Node struct {
 	mu     sync.Mutex
 	links  map[protocol.NodeID]*fifo.Conn
 	linked map[protocol.NodeID]bool // peers linked at least once
-	ln     *fifo.TCPListener        // nil for a shared-memory node
+
+	// acceptLink takes the next link a peer dials, and closeListener ends
+	// the listener: set once at Start, both nil for a shared-memory node,
+	// which listens on no port.
+	acceptLink    func(ctx context.Context) (*fifo.Conn, error)
+	closeListener func()
 }
 
 type timerKey struct {
@@ -159,18 +166,13 @@ func Start(ctx context.Context, cfg Config, role *protocol.Role) (*Node, error) 
 		return nil, err
 	}
 	if mine.hostPort != "" {
-		raw, err := net.Listen("tcp", mine.hostPort)
-		if err != nil {
-			return nil, fmt.Errorf("node: %s: listen: %w", cfg.Name, err)
-		}
-		if n.ln, err = fifo.NewTCPListener(raw, cfg.Secret, cfg.FIFO); err != nil {
-			raw.Close()
-			return nil, fmt.Errorf("node: %s: %w", cfg.Name, err)
+		if err := n.listen(mine); err != nil {
+			return nil, err
 		}
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.start = time.Now()
-	if n.ln != nil {
+	if n.acceptLink != nil {
 		n.wg.Add(1)
 		go n.accept()
 	}
@@ -178,7 +180,7 @@ func Start(ctx context.Context, cfg Config, role *protocol.Role) (*Node, error) 
 		switch r {
 		case roleDial:
 			n.wg.Add(1)
-			go n.dial(name, n.addrs[name].hostPort)
+			go n.dial(name, n.addrs[name])
 		case roleSHMCreate, roleSHMAttach:
 			n.wg.Add(1)
 			go n.shmLink(name, shmLinkName(n.codec.Name, mine.shmGroup, cfg.Name, name), r == roleSHMCreate)
@@ -351,8 +353,8 @@ func (n *Node) Close() error {
 func (n *Node) shutdown() {
 	n.stop(ErrClosed)
 	n.cancel()
-	if n.ln != nil {
-		n.ln.Close()
+	if n.closeListener != nil {
+		n.closeListener()
 	}
 	n.mu.Lock()
 	for name, c := range n.links {

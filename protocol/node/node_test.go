@@ -210,11 +210,12 @@ func TestStartRefusesBadConfigs(t *testing.T) {
 	ctx := context.Background()
 	role := pingpb.PongerRole(func() pingpb.PongerHandler { return &pinger.Ponger{} })
 	for name, cfg := range map[string]node.Config{
-		"not a peer": {Name: "c", Peers: []node.Peer{{"a", "127.0.0.1:1"}}},
-		"duplicate":  {Name: "a", Peers: []node.Peer{{"a", "127.0.0.1:1"}, {"a", "127.0.0.1:2"}}},
-		"no address": {Name: "a", Peers: []node.Peer{{"a", ""}, {"b", "127.0.0.1:2"}}},
-		"no group":   {Name: "a", Peers: []node.Peer{{"a", "shm:"}, {"b", "127.0.0.1:2"}}},
-		"fabric":     {Name: "a", Peers: []node.Peer{{"a", "fabric:127.0.0.1:1"}, {"b", "127.0.0.1:2"}}},
+		"not a peer":        {Name: "c", Peers: []node.Peer{{"a", "127.0.0.1:1"}}},
+		"duplicate":         {Name: "a", Peers: []node.Peer{{"a", "127.0.0.1:1"}, {"a", "127.0.0.1:2"}}},
+		"no address":        {Name: "a", Peers: []node.Peer{{"a", ""}, {"b", "127.0.0.1:2"}}},
+		"no group":          {Name: "a", Peers: []node.Peer{{"a", "shm:"}, {"b", "127.0.0.1:2"}}},
+		"fabric beside tcp": {Name: "a", Peers: []node.Peer{{"a", "fabric:127.0.0.1:1"}, {"b", "127.0.0.1:2"}}},
+		"bad fabric":        {Name: "a", Peers: []node.Peer{{"a", "fabric:@127.0.0.1:1"}, {"b", "fabric:127.0.0.1:2"}}},
 		// Two shared-memory groups share no transport: neither listens on tcp.
 		"two groups": {Name: "a", Peers: []node.Peer{{"a", "shm:g1"}, {"b", "shm:g2"}}},
 	} {
