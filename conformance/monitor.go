@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rrefkit/rref/generated/rref"
+	"github.com/rrefkit/rref/internal/scenario"
 	"github.com/rrefkit/rref/runtime/core"
 )
 
@@ -108,7 +109,7 @@ func (w *world) observe(from WorkerID, e core.Envelope) {
 	switch m := e.Msg.(type) {
 	case *rref.Call:
 		name := ""
-		if m.Function == "__pass" {
+		if m.Function == scenario.FnPass {
 			name = string(m.Args)
 		}
 		descs(m.RRefs, e.To, name)

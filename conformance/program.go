@@ -85,9 +85,9 @@ func (w *world) New(wn, x string, v int64) error {
 
 func (w *world) Remote(wn, owner, x string, v int64, fail bool) error {
 	wid := w.ids[wn]
-	fn := "identity"
+	fn := scenario.FnIdentity
 	if fail {
-		fn = "fail"
+		fn = scenario.FnFail
 	}
 	h, err := w.core(wid).Remote(w.ids[owner], fn, valueBytes(v), nil)
 	if err != nil {
@@ -110,7 +110,7 @@ func (w *world) Remote(wn, owner, x string, v int64, fail bool) error {
 func (w *world) Pass(wn, to, x, y string) error {
 	wid := w.ids[wn]
 	h := w.p.handles.get(w.fp, handleKey{wid, x})
-	if _, err := w.core(wid).Call(w.ids[to], "__pass", []byte(y), []core.HandleID{h.id}); err != nil {
+	if _, err := w.core(wid).Call(w.ids[to], scenario.FnPass, []byte(y), []core.HandleID{h.id}); err != nil {
 		return err
 	}
 	w.drain(wid)
@@ -119,7 +119,7 @@ func (w *world) Pass(wn, to, x, y string) error {
 
 func (w *world) Return(wn, caller, x, y string) error {
 	cid := w.ids[caller]
-	id, err := w.core(cid).Call(w.ids[wn], "__return", []byte(x), nil)
+	id, err := w.core(cid).Call(w.ids[wn], scenario.FnReturn, []byte(x), nil)
 	if err != nil {
 		return err
 	}
@@ -332,13 +332,13 @@ func (w *world) run(id WorkerID, run core.Run) {
 	case run.Kind == core.RunRemote:
 		fail := core.Failure{}
 		value := run.Args
-		if run.Fn == "fail" {
+		if run.Fn == scenario.FnFail {
 			fail, value = core.Failure{Kind: rref.ErrorKindUser, Message: "scenario function failed"}, nil
 		}
 		if err := cr.CompleteRemote(run.RRef, value, fail); err != nil {
 			w.fail(InvariantOnce, 0, "%s could not store what its function made: %v", w.name(id), err)
 		}
-	case run.Fn == "__pass":
+	case run.Fn == scenario.FnPass:
 		if len(run.Handles) == 1 {
 			w.bindTravelled(handleKey{id, string(run.Args)}, run.Handles[0])
 		}
@@ -346,7 +346,7 @@ func (w *world) run(id WorkerID, run core.Run) {
 			w.eager = append(w.eager, [2]uint64{uint64(run.From), run.CallID})
 		}
 		cr.Return(run.From, run.CallID, nil, nil, core.Failure{})
-	case run.Fn == "__return":
+	case run.Fn == scenario.FnReturn:
 		h := w.p.handles.get(w.fp, handleKey{id, string(run.Args)})
 		var refs []core.HandleID
 		if h != nil && !h.released {

@@ -153,9 +153,9 @@ func (t *rtTarget) New(w, x string, v int64) error {
 }
 
 func (t *rtTarget) Remote(w, owner, x string, v int64, fail bool) error {
-	fn := "identity"
+	fn := scenario.FnIdentity
 	if fail {
-		fn = "fail"
+		fn = scenario.FnFail
 	}
 	r, err := worker.Remote[int](t.ctx, t.byName[w], owner, fn, int(v))
 	if err != nil {
@@ -392,8 +392,8 @@ func runRuntime(sc *Scenario, transport string, seed int64) *Violation {
 		dead: map[string]bool{}, handles: map[string]*worker.RRef[int]{}, holds: map[string]scenario.Holding{}, gone: map[string]bool{}, fetches: map[string]*scenario.Fetched{}}
 	for _, w := range ws {
 		t.byName[w.Name()] = w
-		worker.Register(w, "identity", func(ctx context.Context, v int) (int, error) { return v, nil })
-		worker.Register(w, "fail", func(ctx context.Context, v int) (int, error) { return 0, errors.New("scenario function failed") })
+		worker.Register(w, scenario.FnIdentity, func(ctx context.Context, v int) (int, error) { return v, nil })
+		worker.Register(w, scenario.FnFail, func(ctx context.Context, v int) (int, error) { return 0, errors.New("scenario function failed") })
 	}
 	defer func() {
 		for _, w := range ws {

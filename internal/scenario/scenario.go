@@ -17,6 +17,17 @@ import (
 	"github.com/rrefkit/rref/generated/rref"
 )
 
+// The functions a scenario's commands run, as every target registers and
+// calls them: remote runs FnIdentity (its value) or FnFail (a user
+// error), pass calls FnPass on the receiver, which binds the handle it is
+// given, and return calls FnReturn on the worker that returns a handle.
+const (
+	FnIdentity = "identity"
+	FnFail     = "fail"
+	FnPass     = "__pass"
+	FnReturn   = "__return"
+)
+
 // Op is a scenario command.
 type Op string
 

@@ -246,11 +246,11 @@ func (s *script) drain(id core.WorkerID) {
 			case run.Kind == core.RunRemote:
 				s.emit("%s runs %s(%s) for %d:%d", s.name(id), run.Fn, run.Args, run.RRef.Worker, run.RRef.Local)
 				c.CompleteRemote(run.RRef, run.Args, scriptFailure(run.Fn))
-			case run.Fn == "__pass":
+			case run.Fn == scenario.FnPass:
 				s.emit("%s runs the call with %s", s.name(id), run.Args)
 				s.handles[s.name(id)+"/"+string(run.Args)] = run.Handles[0]
 				c.Return(run.From, run.CallID, nil, nil, core.Failure{})
-			case run.Fn == "__return":
+			case run.Fn == scenario.FnReturn:
 				s.emit("%s returns %s", s.name(id), run.Args)
 				c.Return(run.From, run.CallID, nil, []core.HandleID{s.handle(s.name(id), string(run.Args))}, core.Failure{})
 			}
@@ -400,9 +400,9 @@ func (s *script) New(w, x string, v int64) error {
 }
 
 func (s *script) Remote(w, owner, x string, v int64, fail bool) error {
-	fn, val := "identity", strconv.FormatInt(v, 10)
+	fn, val := scenario.FnIdentity, strconv.FormatInt(v, 10)
 	if fail {
-		fn, val = "fail", ""
+		fn, val = scenario.FnFail, ""
 	}
 	h, err := s.core(w).Remote(s.ids[owner], fn, []byte(val), nil)
 	if err != nil {
@@ -414,7 +414,7 @@ func (s *script) Remote(w, owner, x string, v int64, fail bool) error {
 }
 
 func (s *script) Pass(w, to, x, y string) error {
-	if _, err := s.core(w).Call(s.ids[to], "__pass", []byte(y), []core.HandleID{s.handle(w, x)}); err != nil {
+	if _, err := s.core(w).Call(s.ids[to], scenario.FnPass, []byte(y), []core.HandleID{s.handle(w, x)}); err != nil {
 		return err
 	}
 	s.drain(s.ids[w])
@@ -422,7 +422,7 @@ func (s *script) Pass(w, to, x, y string) error {
 }
 
 func (s *script) Return(w, caller, x, y string) error {
-	id, err := s.core(caller).Call(s.ids[w], "__return", []byte(x), nil)
+	id, err := s.core(caller).Call(s.ids[w], scenario.FnReturn, []byte(x), nil)
 	if err != nil {
 		return err
 	}
@@ -549,9 +549,9 @@ func TestScripts(t *testing.T) {
 	}
 }
 
-// scriptFailure is how the scripts' functions end: "fail" fails, the rest succeed.
+// scriptFailure is how the scripts' functions end: FnFail fails, the rest succeed.
 func scriptFailure(fn string) core.Failure {
-	if fn == "fail" {
+	if fn == scenario.FnFail {
 		return core.Failure{Kind: rref.ErrorKindUser, Message: "function failed"}
 	}
 	return core.Failure{}
