@@ -171,6 +171,9 @@ type World struct {
 	dups      int
 	violation *explore.Violation
 	choices   []choice // what Choices last listed, for Step and Describe
+	// fp records what the last step touched (commute.go); shared by a
+	// world's clones, as the search copies it after each step.
+	fp *explore.Footprint
 }
 
 type node struct {
@@ -217,7 +220,7 @@ type choice struct {
 }
 
 func newWorld(s *settings) *World {
-	w := &World{s: s, nodes: make([]*node, len(s.nodes)), owned: make([]bool, len(s.nodes)), loss: s.net.Loss, dups: s.net.Duplicates}
+	w := &World{s: s, nodes: make([]*node, len(s.nodes)), owned: make([]bool, len(s.nodes)), loss: s.net.Loss, dups: s.net.Duplicates, fp: new(explore.Footprint)}
 	for i, n := range s.nodes {
 		w.nodes[i] = &node{crashes: n.Crashes, up: true} // up before any start hook sends to it
 		w.owned[i] = true
@@ -437,26 +440,45 @@ func (w *World) choice(c int) choice {
 func (w *World) Step(c int) {
 	ch := w.choice(c)
 	w.choices = nil
+	w.fp.Reset()
 	switch ch.kind {
 	case deliver:
 		p := w.net[ch.index]
+		w.takePacket(p)
+		w.touchNode(p.to)
 		w.net = slices.Delete(w.net, ch.index, ch.index+1)
 		w.deliver(p)
 	case lose:
+		w.takePacket(w.net[ch.index])
+		w.writeBudget(0)
 		w.net = slices.Delete(w.net, ch.index, ch.index+1)
 		w.loss--
 	case duplicate:
+		// It needs the packet there, as a delivery or a loss takes it.
+		w.fp.Read(explore.Location(tablePacket, packetKey(w.net[ch.index])))
+		w.fp.Add(tableNet)
+		w.writeBudget(1)
 		w.net = slices.Insert(w.net, ch.index+1, w.net[ch.index])
 		w.dups--
 	case input:
+		w.touchNode(ch.node)
 		w.dispatch(ch.node, ch.event, "", nil)
 	case fire:
+		// Offered as the earliest timer of all, and not past a message's
+		// deadline: it reads every timer and, under a bound, the network.
+		w.touchNode(ch.node)
+		w.writeTimers()
+		w.writeClock()
+		if w.s.net.MaxDelay > 0 {
+			w.fp.ReadTable(tableNet)
+		}
 		n := w.mut(ch.node)
 		t := n.timers[ch.index]
 		n.timers = slices.Delete(n.timers, ch.index, ch.index+1)
 		w.now = max(w.now, t.at)
 		w.dispatch(ch.node, t.event, "", t.payload)
 	case tick:
+		w.fp.Everything() // every deadline and timer moves closer
 		w.now += w.s.tick
 	case crash:
 		n := w.mut(ch.node)
@@ -466,6 +488,9 @@ func (w *World) Step(c int) {
 	case restart:
 		w.mut(ch.node)
 		w.begin(ch.node)
+	}
+	if ch.kind == crash || ch.kind == restart {
+		w.fp.Everything() // messages to it dropped, every send to it changes
 	}
 	w.monitor()
 }
@@ -524,7 +549,7 @@ type host struct {
 }
 
 func (h *host) Self() protocol.NodeID { return h.w.name(h.i) }
-func (h *host) Now() time.Duration    { return h.w.now }
+func (h *host) Now() time.Duration    { h.w.readClock(); return h.w.now }
 func (h *host) Logf(string, ...any)   {}
 func (h *host) Raise(e int, payload any) {
 	h.in.Raised = append(h.in.Raised, engine.Raised{Event: e, Payload: payload})
@@ -541,6 +566,8 @@ func (h *host) setTimer(e int, d time.Duration, payload any) {
 		return
 	}
 	payload, _ = deep.Copy(payload)
+	h.w.readClock() // its time is the clock's plus d
+	h.w.writeTimers()
 	n := h.w.nodes[h.i]
 	t := timer{event: e, key: string(key), payload: payload, at: h.w.now + d}
 	k, found := slices.BinarySearchFunc(n.timers, t, func(a, b timer) int {
@@ -572,6 +599,13 @@ func (h *host) Send(to protocol.NodeID, m any) {
 		w.fail(InvariantCodec, "node %s: send: %v", h.Self(), err)
 		return
 	}
+	if w.s.net.Capacity > 0 {
+		w.fp.ReadTable(tableNet) // whether it is full
+	}
+	if w.s.net.MaxDelay > 0 {
+		w.readClock() // its deadline
+	}
+	w.fp.Add(tableNet)
 	if !w.nodes[j].up || (w.s.net.Capacity > 0 && len(w.net) >= w.s.net.Capacity) {
 		return // to a crashed node, or past a full network: lost
 	}
