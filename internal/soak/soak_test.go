@@ -79,21 +79,17 @@ func TestFaults(t *testing.T) {
 				if rep.Rounds != 1 {
 					t.Errorf("%d rounds, want 1", rep.Rounds)
 				}
-				for _, f := range o.Faults {
-					if rep.Faults[f] < 1 {
-						t.Errorf("%d %s faults injected, want at least 1", rep.Faults[f], f)
-					}
-				}
 				if rep.GoroutinesMax == 0 {
 					t.Errorf("no member's goroutines were sampled after its traffic")
 				}
-				short := trafficShortfall(rep)
+				short := trafficShortfall(rep, o.Faults)
 				if short == "" {
 					return
 				}
-				// Nothing went wrong, but a loaded host ran too little traffic
-				// for the round to show every operation: another round, with
-				// another seed, says whether the group still works.
+				// Nothing went wrong, but the round did not show everything: a
+				// loaded host ran too little traffic, or the seed's plan killed
+				// a link's end before its reset. Another round, with another
+				// seed, must.
 				if attempt == testTrafficAttempts {
 					t.Fatalf("%s, in each of %d rounds:\n%s", short, attempt, describe(rep))
 				}
@@ -104,15 +100,21 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// testTrafficAttempts bounds the rounds TestFaults runs when a loaded host
-// made too little traffic in one: each must be right, one must be busy.
+// testTrafficAttempts bounds the rounds TestFaults runs when one did not
+// show every fault and operation: each must be right, one must show all.
 const testTrafficAttempts = 3
 
-// trafficShortfall says what a round's traffic lacked ("" for nothing):
+// trafficShortfall says what a round lacked ("" for nothing): a fault
+// never injected (a reset planned on a link whose end was killed first),
 // too few operations, none after the kill, an operation or a runtime
 // primitive never completed.
-func trafficShortfall(rep *Report) string {
+func trafficShortfall(rep *Report, faults []string) string {
 	var miss []string
+	for _, f := range faults {
+		if rep.Faults[f] < 1 {
+			miss = append(miss, fmt.Sprintf("no %s fault injected", f))
+		}
+	}
 	if rep.TotalOK() < testMinOps {
 		miss = append(miss, fmt.Sprintf("%d operations ok, want at least %d", rep.TotalOK(), testMinOps))
 	}
