@@ -144,6 +144,7 @@ func TestSleepSetsEnterEveryState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	scs = sampled(scs)
 	Enumerate(Bound{Workers: 2, Commands: 3}, func(sc *Scenario) bool {
 		scs = append(scs, sc)
 		return true
