@@ -10,6 +10,11 @@
 // field, with shared pointers in the same places. Funcs, channels and
 // unsafe pointers have no copy and no encoding: ErrUnsupported, naming
 // where the value holds one.
+//
+// AppendNames and CopyNames treat the values of one string type as names
+// and rename them, wherever they are (fields, lists, map keys, interfaces),
+// so that a model can encode or copy itself with its instances renamed; a
+// map keyed by names is encoded in the order of its renamed keys.
 package deep
 
 import (
@@ -30,26 +35,86 @@ import (
 var ErrUnsupported = errors.New("deep: value holds a func, channel or unsafe pointer")
 
 // Copy returns a deep copy of v.
-func Copy[T any](v T) (T, error) {
+func Copy[T any](v T) (T, error) { return CopyNames(v, nil) }
+
+// Append appends the canonical encoding of v to b.
+func Append(b []byte, v any) ([]byte, error) { return AppendNames(b, v, nil) }
+
+// Names says how AppendNames and CopyNames treat the values of one string
+// type: the names of the instances a model renames (protocol.NodeID).
+type Names struct {
+	// Type is the names' type, of kind string.
+	Type reflect.Type
+	// Rename is each name's new value (nil keeps them).
+	Rename func(string) string
+	// Other, if set, is called with every string of another type that
+	// AppendNames meets, and where it is; an error stops the encoding.
+	// CopyNames does not call it.
+	Other func(path, s string) error
+}
+
+// CopyNames returns a deep copy of v with the names n says renamed (n
+// nil: a plain copy).
+func CopyNames[T any](v T, n *Names) (T, error) {
 	src := reflect.ValueOf(&v).Elem()
-	if flat(src.Type()) {
+	c := copier{seen: map[ptrKey]reflect.Value{}, names: n}
+	if flat(src.Type()) && !c.renames(src.Type()) {
 		return v, nil
 	}
 	var out T
-	c := copier{seen: map[ptrKey]reflect.Value{}}
 	if err := c.into(reflect.ValueOf(&out).Elem(), src, "value"); err != nil {
 		return out, err
 	}
 	return out, nil
 }
 
-// Append appends the canonical encoding of v to b.
-func Append(b []byte, v any) ([]byte, error) {
-	e := encoder{b: b, seen: map[ptrKey]int{}}
+// AppendNames appends the canonical encoding of v with the names n says
+// renamed, which is the encoding of CopyNames(v, n) (n nil: Append).
+func AppendNames(b []byte, v any, n *Names) ([]byte, error) {
+	e := encoder{b: b, seen: map[ptrKey]int{}, names: n}
 	root := reflect.New(reflect.TypeOf(&v).Elem()).Elem()
 	root.Set(reflect.ValueOf(&v).Elem())
 	err := e.value(root, "value")
 	return e.b, err
+}
+
+// mentions caches which types may hold a value of another: the names a
+// copy must walk to rename. An interface may hold anything.
+var mentionsCache sync.Map // [2]reflect.Type -> bool
+
+func mentions(t, target reflect.Type) bool {
+	k := [2]reflect.Type{t, target}
+	if m, ok := mentionsCache.Load(k); ok {
+		return m.(bool)
+	}
+	m := computeMentions(t, target, map[reflect.Type]bool{})
+	mentionsCache.Store(k, m)
+	return m
+}
+
+func computeMentions(t, target reflect.Type, visiting map[reflect.Type]bool) bool {
+	if t == target {
+		return true
+	}
+	if visiting[t] {
+		return false
+	}
+	visiting[t] = true
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return computeMentions(t.Elem(), target, visiting)
+	case reflect.Map:
+		return computeMentions(t.Key(), target, visiting) || computeMentions(t.Elem(), target, visiting)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if computeMentions(t.Field(i).Type, target, visiting) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ptrKey is a pointer's identity: its address and its type (a struct and
@@ -118,17 +183,26 @@ func unsupported(path string, t reflect.Type) error {
 }
 
 type copier struct {
-	seen map[ptrKey]reflect.Value // original pointer -> its copy
+	seen  map[ptrKey]reflect.Value // original pointer -> its copy
+	names *Names
+}
+
+// renames reports whether a value of type t may hold names to rename.
+func (c *copier) renames(t reflect.Type) bool {
+	return c.names != nil && c.names.Rename != nil && mentions(t, c.names.Type)
 }
 
 // into copies src into dst, which is settable.
 func (c *copier) into(dst, src reflect.Value, path string) error {
 	t := src.Type()
-	if flat(t) {
+	if flat(t) && !c.renames(t) {
 		dst.Set(src)
 		return nil
 	}
 	switch t.Kind() {
+	case reflect.String: // a name: the only flat type renames reaches
+		dst.Set(reflect.ValueOf(c.names.Rename(src.String())).Convert(t))
+		return nil
 	case reflect.Pointer:
 		if src.IsNil() {
 			return nil
@@ -205,8 +279,9 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 }
 
 type encoder struct {
-	b    []byte
-	seen map[ptrKey]int // pointer -> its number, in the order first met
+	b     []byte
+	seen  map[ptrKey]int // pointer -> its number, in the order first met
+	names *Names
 }
 
 // Tags that keep a nil apart from an empty value, and a pointer met
@@ -239,8 +314,18 @@ func (e *encoder) value(v reflect.Value, path string) error {
 		e.uint(math.Float64bits(real(v.Complex())))
 		e.uint(math.Float64bits(imag(v.Complex())))
 	case reflect.String:
-		e.uint(uint64(v.Len()))
-		e.b = append(e.b, v.String()...)
+		s := v.String()
+		switch n := e.names; {
+		case n == nil:
+		case t == n.Type && n.Rename != nil:
+			s = n.Rename(s)
+		case t != n.Type && n.Other != nil:
+			if err := n.Other(path, s); err != nil {
+				return err
+			}
+		}
+		e.uint(uint64(len(s)))
+		e.b = append(e.b, s...)
 	case reflect.Pointer:
 		if v.IsNil() {
 			e.b = append(e.b, tagNil)
@@ -305,7 +390,7 @@ func (e *encoder) mapValue(v reflect.Value, path string) error {
 	entries := make([]entry, 0, v.Len())
 	it := v.MapRange()
 	for it.Next() {
-		ke := encoder{seen: map[ptrKey]int{}}
+		ke := encoder{seen: map[ptrKey]int{}, names: e.names}
 		if err := ke.value(addressable(it.Key()), path+" key"); err != nil {
 			return err
 		}
