@@ -19,7 +19,9 @@
 // message the machine has no event for), "handler" (a handler's error, a
 // send to no node, raises that never end), "codec" (a message that does
 // not encode or decode), "hot" (a run that ends with a node in a hot
-// state), and the checks the Config names.
+// state), "symmetry" (a node's name that a declared symmetry would rename
+// held where the world cannot rename it: see Config.Symmetric), and the
+// checks the Config names.
 package world
 
 import (
@@ -96,6 +98,13 @@ type Config struct {
 	// Without it a message takes no time unless a timer fires meanwhile,
 	// so a handler that arms a timer as a message arrives arms it early.
 	Tick time.Duration
+	// Symmetric declares groups of interchangeable nodes, by name: nodes of
+	// one machine and one crash budget, whose handlers differ only in the
+	// names they hold. The world is then an explore.Symmetric, and the
+	// search keeps one state of each class of states alike but for the
+	// names of a group's nodes (see symmetry.go for what is renamed, what
+	// Start refuses, and what handlers and checks must not do).
+	Symmetric [][]protocol.NodeID
 }
 
 // Invariants the world itself checks.
@@ -104,6 +113,10 @@ const (
 	InvariantHandler = "handler"
 	InvariantCodec   = "codec"
 	InvariantHot     = "hot"
+	// InvariantSymmetry is a name of a node of a symmetric group held in a
+	// plain string (in a handler, a message, a timer's key or a saved
+	// record), which the world's renamings cannot see.
+	InvariantSymmetry = "symmetry"
 )
 
 // ErrConfig is matched by every error of Start.
@@ -118,6 +131,7 @@ type settings struct {
 	inv   []Check
 	end   []Check
 	tick  time.Duration
+	sym   *symmetry // nil: no symmetric groups
 }
 
 // Start checks cfg and returns the start of its worlds, for explore.Explore.
@@ -151,11 +165,25 @@ func Start(cfg Config) (func() *World, error) {
 	if s.net.Loss < 0 || s.net.Duplicates < 0 || s.net.Capacity < 0 || s.net.MaxDelay < 0 {
 		return nil, fmt.Errorf("%w: negative network bound %+v", ErrConfig, s.net)
 	}
+	if len(cfg.Symmetric) > 0 {
+		var err error
+		if s.sym, err = newSymmetry(s, cfg.Symmetric); err != nil {
+			return nil, err
+		}
+	}
 	first := newWorld(s)
-	if v := first.violation; v != nil && v.Invariant == InvariantHandler {
+	if v := first.violation; v != nil && (v.Invariant == InvariantHandler || v.Invariant == InvariantSymmetry) {
 		// A handler the world cannot copy or compare, or a start hook that
 		// fails, fails every run alike: say so now.
+		if v.Invariant == InvariantSymmetry {
+			return nil, refuse("%s", v.Detail)
+		}
 		return nil, fmt.Errorf("%w: %s", ErrConfig, v.Detail)
+	}
+	if s.sym != nil {
+		if err := first.checkSymmetric(); err != nil {
+			return nil, err
+		}
 	}
 	return func() *World { return newWorld(s) }, nil
 }
@@ -181,6 +209,7 @@ type node struct {
 	saved   string  // the durable record, framed; "" when none
 	crashes int     // left
 	enc     []byte  // the handler's canonical encoding, made after each step
+	named   bool    // whether the handler holds a name of a symmetric group's node
 }
 
 type timer struct {
@@ -188,6 +217,7 @@ type timer struct {
 	key     string // the payload's canonical encoding
 	payload any
 	at      time.Duration
+	named   bool // whether the payload holds a name of a symmetric group's node
 }
 
 type packet struct {
@@ -460,7 +490,7 @@ func (w *World) Step(c int) {
 		w.now += w.s.tick
 	case crash:
 		n := w.mut(ch.node)
-		n.up, n.handler, n.timers, n.enc = false, nil, nil, nil
+		n.up, n.handler, n.timers, n.enc, n.named = false, nil, nil, nil, false
 		n.crashes--
 		w.net = slices.DeleteFunc(w.net, func(p packet) bool { return p.to == ch.node })
 	case restart:
@@ -509,11 +539,20 @@ func (w *World) settle(h *host, err error) {
 	default:
 		w.fail(InvariantHandler, "node %s: %v", h.Self(), err)
 	}
-	enc, err := deep.Append(nil, n.handler)
-	if err != nil {
-		w.fail(InvariantHandler, "node %s: %v", h.Self(), err)
+	enc, named, err := w.encode(n.handler)
+	w.failEncoding(h.i, "its handler", err)
+	n.enc, n.named = enc, named
+}
+
+// failEncoding reports the error of encoding what node i holds or sends.
+func (w *World) failEncoding(i int, what string, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, errPlainName):
+		w.fail(InvariantSymmetry, "node %s: %s %v", w.name(i), what, err)
+	default:
+		w.fail(InvariantHandler, "node %s: %s: %v", w.name(i), what, err)
 	}
-	n.enc = enc
 }
 
 // host is the world under a node's handlers while one step runs.
@@ -535,14 +574,14 @@ func (h *host) SetTimer(e int, d time.Duration, payload any) { h.setTimer(e, max
 
 // setTimer arms (d >= 0) or disarms (d < 0) timer e keyed by payload.
 func (h *host) setTimer(e int, d time.Duration, payload any) {
-	key, err := deep.Append(nil, payload)
+	key, named, err := h.w.encode(payload)
 	if err != nil {
-		h.w.fail(InvariantHandler, "node %s: timer key: %v", h.Self(), err)
+		h.w.failEncoding(h.i, "a timer's key", err)
 		return
 	}
 	payload, _ = deep.Copy(payload)
 	n := h.w.nodes[h.i]
-	t := timer{event: e, key: string(key), payload: payload, at: h.w.now + d}
+	t := timer{event: e, key: string(key), payload: payload, at: h.w.now + d, named: named}
 	k, found := slices.BinarySearchFunc(n.timers, t, func(a, b timer) int {
 		if a.event != b.event {
 			return a.event - b.event
@@ -567,6 +606,9 @@ func (h *host) Send(to protocol.NodeID, m any) {
 		w.fail(InvariantHandler, "node %s sent %s to %s, which is no node", h.Self(), describeMessage(m), to)
 		return
 	}
+	if !w.plainNamesIn(h.i, "a message it sent", m) {
+		return
+	}
 	frame, err := w.s.codec.Append(nil, m)
 	if err != nil {
 		w.fail(InvariantCodec, "node %s: send: %v", h.Self(), err)
@@ -579,6 +621,9 @@ func (h *host) Send(to protocol.NodeID, m any) {
 }
 
 func (h *host) Save(m any) {
+	if !h.w.plainNamesIn(h.i, "the record it saved", m) {
+		return
+	}
 	frame, err := h.w.s.codec.Append(nil, m)
 	if err != nil {
 		h.w.fail(InvariantCodec, "node %s: save: %v", h.Self(), err)
@@ -644,15 +689,40 @@ func (w *World) Agent(c int) string {
 // AppendState implements explore.Model. Times are kept relative to the
 // clock, so states that differ only by when they happen are one.
 func (w *World) AppendState(b []byte) []byte {
-	for _, n := range w.nodes {
-		b = fmt.Appendf(b, "%t %d %d %q %q %d|", n.up, n.state, n.crashes, n.saved, n.enc, len(n.timers))
-		for _, t := range n.timers {
-			b = fmt.Appendf(b, "%d %q %d|", t.event, t.key, t.at-w.now)
-		}
+	for i := range w.nodes {
+		b = w.appendNode(b, i, nil)
 	}
+	return w.appendNet(b, nil)
+}
+
+// appendNode encodes node i with the names renamed by r (nil: as it is).
+func (w *World) appendNode(b []byte, i int, r *renaming) []byte {
+	n := w.nodes[i]
+	enc, saved, timers := n.enc, n.saved, n.timers
+	if r != nil {
+		if n.named {
+			enc = w.renamed(n.handler, r)
+		}
+		saved = w.renameFrame(saved, r)
+		timers = w.renameTimers(timers, r)
+	}
+	b = fmt.Appendf(b, "%t %d %d %q %q %d|", n.up, n.state, n.crashes, saved, enc, len(timers))
+	for _, t := range timers {
+		b = fmt.Appendf(b, "%d %q %d|", t.event, t.key, t.at-w.now)
+	}
+	return b
+}
+
+// appendNet encodes the messages in flight and the network's budgets,
+// with the names renamed by r (nil: as they are).
+func (w *World) appendNet(b []byte, r *renaming) []byte {
 	msgs := make([]string, len(w.net))
 	for j, p := range w.net {
-		msgs[j] = fmt.Sprintf("%d>%d %d %q", p.from, p.to, max(p.deadline-w.now, 0), p.frame)
+		from, to, frame := p.from, p.to, p.frame
+		if r != nil {
+			from, to, frame = r.to[from], r.to[to], w.renameFrame(frame, r)
+		}
+		msgs[j] = fmt.Sprintf("%d>%d %d %q", from, to, max(p.deadline-w.now, 0), frame)
 	}
 	if w.s.net.Order == FIFO {
 		// Only each pair's own order matters.
