@@ -48,9 +48,9 @@ type Names struct {
 	// Rename is each name's new value (nil keeps them).
 	Rename func(string) string
 	// Other, if set, is called with every string of another type that
-	// AppendNames meets, and where it is; an error stops the encoding.
-	// CopyNames does not call it.
-	Other func(path, s string) error
+	// AppendNames meets; its error stops the encoding, which fails with
+	// it and where the string is. CopyNames does not call it.
+	Other func(s string) error
 }
 
 // CopyNames returns a deep copy of v with the names n says renamed (n
@@ -62,7 +62,13 @@ func CopyNames[T any](v T, n *Names) (T, error) {
 		return v, nil
 	}
 	var out T
-	if err := c.into(reflect.ValueOf(&out).Elem(), src, "value"); err != nil {
+	if err := c.into(reflect.ValueOf(&out).Elem(), src, ""); err != nil {
+		// Again, naming where: paths are made only for errors.
+		c = copier{seen: map[ptrKey]reflect.Value{}, names: n, paths: true}
+		var again T
+		if err2 := c.into(reflect.ValueOf(&again).Elem(), src, "value"); err2 != nil {
+			err = err2
+		}
 		return out, err
 	}
 	return out, nil
@@ -71,11 +77,60 @@ func CopyNames[T any](v T, n *Names) (T, error) {
 // AppendNames appends the canonical encoding of v with the names n says
 // renamed, which is the encoding of CopyNames(v, n) (n nil: Append).
 func AppendNames(b []byte, v any, n *Names) ([]byte, error) {
-	e := encoder{b: b, seen: map[ptrKey]int{}, names: n}
+	e := encoder{b: b, names: n}
 	root := reflect.New(reflect.TypeOf(&v).Elem()).Elem()
 	root.Set(reflect.ValueOf(&v).Elem())
-	err := e.value(root, "value")
+	err := e.value(root, "")
+	if err != nil {
+		// Again, naming where: paths are made only for errors.
+		again := encoder{names: n, paths: true}
+		if err2 := again.value(root, "value"); err2 != nil {
+			err = err2
+		}
+	}
 	return e.b, err
+}
+
+// paths says whether a walk names where it is: only once it failed, to
+// say where (making the paths costs more than the walk).
+type paths bool
+
+func (p paths) field(path, name string) string {
+	if !p {
+		return ""
+	}
+	return path + "." + name
+}
+
+func (p paths) index(path string, i int) string {
+	if !p {
+		return ""
+	}
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+func (p paths) deref(path string) string {
+	if !p {
+		return ""
+	}
+	return "(*" + path + ")"
+}
+
+func (p paths) key(path string) string {
+	if !p {
+		return ""
+	}
+	return path + " key"
+}
+
+func (p paths) value(path string, key reflect.Value) string {
+	if !p {
+		return ""
+	}
+	if !key.IsValid() {
+		return path + "[...]"
+	}
+	return path + "[" + fmt.Sprint(key) + "]"
 }
 
 // mentions caches which types may hold a value of another: the names a
@@ -185,6 +240,7 @@ func unsupported(path string, t reflect.Type) error {
 type copier struct {
 	seen  map[ptrKey]reflect.Value // original pointer -> its copy
 	names *Names
+	paths
 }
 
 // renames reports whether a value of type t may hold names to rename.
@@ -215,14 +271,14 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 		p := reflect.New(t.Elem())
 		c.seen[k] = p
 		dst.Set(p)
-		return c.into(p.Elem(), open(src.Elem()), "(*"+path+")")
+		return c.into(p.Elem(), open(src.Elem()), c.deref(path))
 	case reflect.Slice:
 		if src.IsNil() {
 			return nil
 		}
 		s := reflect.MakeSlice(t, src.Len(), src.Len())
 		for i := range src.Len() {
-			if err := c.into(s.Index(i), open(src.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := c.into(s.Index(i), open(src.Index(i)), c.index(path, i)); err != nil {
 				return err
 			}
 		}
@@ -231,7 +287,7 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 	case reflect.Array:
 		src = addressable(src)
 		for i := range src.Len() {
-			if err := c.into(dst.Index(i), open(src.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := c.into(dst.Index(i), open(src.Index(i)), c.index(path, i)); err != nil {
 				return err
 			}
 		}
@@ -244,11 +300,11 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 		it := src.MapRange()
 		for it.Next() {
 			k := reflect.New(t.Key()).Elem()
-			if err := c.into(k, it.Key(), path+" key"); err != nil {
+			if err := c.into(k, it.Key(), c.key(path)); err != nil {
 				return err
 			}
 			v := reflect.New(t.Elem()).Elem()
-			if err := c.into(v, it.Value(), path+"["+fmt.Sprint(it.Key())+"]"); err != nil {
+			if err := c.into(v, it.Value(), c.paths.value(path, it.Key())); err != nil {
 				return err
 			}
 			m.SetMapIndex(k, v)
@@ -269,7 +325,7 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 	case reflect.Struct:
 		src = addressable(src)
 		for i := range t.NumField() {
-			if err := c.into(open(dst.Field(i)), open(src.Field(i)), path+"."+t.Field(i).Name); err != nil {
+			if err := c.into(open(dst.Field(i)), open(src.Field(i)), c.field(path, t.Field(i).Name)); err != nil {
 				return err
 			}
 		}
@@ -280,8 +336,9 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 
 type encoder struct {
 	b     []byte
-	seen  map[ptrKey]int // pointer -> its number, in the order first met
+	seen  map[ptrKey]int // pointer -> its number, in the order first met; made when one is
 	names *Names
+	paths
 }
 
 // Tags that keep a nil apart from an empty value, and a pointer met
@@ -320,8 +377,8 @@ func (e *encoder) value(v reflect.Value, path string) error {
 		case t == n.Type && n.Rename != nil:
 			s = n.Rename(s)
 		case t != n.Type && n.Other != nil:
-			if err := n.Other(path, s); err != nil {
-				return err
+			if err := n.Other(s); err != nil {
+				return fmt.Errorf("%w, at %s", err, path)
 			}
 		}
 		e.uint(uint64(len(s)))
@@ -337,9 +394,12 @@ func (e *encoder) value(v reflect.Value, path string) error {
 			e.uint(uint64(n))
 			return nil
 		}
+		if e.seen == nil {
+			e.seen = map[ptrKey]int{}
+		}
 		e.seen[k] = len(e.seen)
 		e.b = append(e.b, tagNew)
-		return e.value(open(v.Elem()), "(*"+path+")")
+		return e.value(open(v.Elem()), e.deref(path))
 	case reflect.Slice, reflect.Array:
 		if t.Kind() == reflect.Array {
 			v = addressable(v)
@@ -350,7 +410,7 @@ func (e *encoder) value(v reflect.Value, path string) error {
 			return nil
 		}
 		for i := range v.Len() {
-			if err := e.value(open(v.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := e.value(open(v.Index(i)), e.index(path, i)); err != nil {
 				return err
 			}
 		}
@@ -370,7 +430,7 @@ func (e *encoder) value(v reflect.Value, path string) error {
 	case reflect.Struct:
 		v = addressable(v)
 		for i := range t.NumField() {
-			if err := e.value(open(v.Field(i)), path+"."+t.Field(i).Name); err != nil {
+			if err := e.value(open(v.Field(i)), e.field(path, t.Field(i).Name)); err != nil {
 				return err
 			}
 		}
@@ -390,8 +450,8 @@ func (e *encoder) mapValue(v reflect.Value, path string) error {
 	entries := make([]entry, 0, v.Len())
 	it := v.MapRange()
 	for it.Next() {
-		ke := encoder{seen: map[ptrKey]int{}, names: e.names}
-		if err := ke.value(addressable(it.Key()), path+" key"); err != nil {
+		ke := encoder{names: e.names, paths: e.paths}
+		if err := ke.value(addressable(it.Key()), e.key(path)); err != nil {
 			return err
 		}
 		entries = append(entries, entry{ke.b, it.Value()})
@@ -401,7 +461,7 @@ func (e *encoder) mapValue(v reflect.Value, path string) error {
 	for _, en := range entries {
 		e.uint(uint64(len(en.key)))
 		e.b = append(e.b, en.key...)
-		if err := e.value(addressable(en.val), path+"[...]"); err != nil {
+		if err := e.value(addressable(en.val), e.paths.value(path, reflect.Value{})); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package deep
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -191,8 +192,8 @@ func TestNamesRenameEverywhere(t *testing.T) {
 func TestNamesOtherSeesPlainStrings(t *testing.T) {
 	var met []string
 	stop := errors.New("stop")
-	n := &Names{Type: reflect.TypeOf(name("")), Other: func(path, s string) error {
-		met = append(met, path+"="+s)
+	n := &Names{Type: reflect.TypeOf(name("")), Other: func(s string) error {
+		met = append(met, s)
 		if s == "bad" {
 			return stop
 		}
@@ -201,10 +202,11 @@ func TestNamesOtherSeesPlainStrings(t *testing.T) {
 	if _, err := AppendNames(nil, &named{Label: "x", Any: "y", Seen: map[name]uint64{"k": 1}}, n); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"(*value).Label=x", "(*value).Any=y"}; !cmp.Equal(met, want) {
+	if want := []string{"x", "y"}; !cmp.Equal(met, want) {
 		t.Fatalf("Other met %q, want %q", met, want)
 	}
-	if _, err := AppendNames(nil, map[string]int{"bad": 1}, n); !errors.Is(err, stop) {
+	_, err := AppendNames(nil, &named{Seen: map[name]uint64{"k": 1}, Any: map[string]int{"ok": 1, "bad": 2}}, n)
+	if !errors.Is(err, stop) || !strings.HasSuffix(err.Error(), ", at (*value).Any key") {
 		t.Fatalf("Other's error: %v", err)
 	}
 }

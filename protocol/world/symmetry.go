@@ -2,6 +2,7 @@ package world
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
@@ -53,7 +54,7 @@ var nodeIDType = reflect.TypeOf(protocol.NodeID(""))
 
 // errPlainName is matched by the error of a value holding a name of a
 // symmetric group's node in a plain string.
-var errPlainName = errors.New("a name the world renames, held in a plain string")
+var errPlainName = errors.New("a name the world renames, in a plain string")
 
 // symmetry is the declared groups, for every world of a Config.
 type symmetry struct {
@@ -61,7 +62,16 @@ type symmetry struct {
 	group   []int   // by node: its group, or -1
 	pos     []int   // by node: its place in its group
 	members map[protocol.NodeID]bool
-	frames  sync.Map // frame -> bool: whether its message names a member
+
+	mu        sync.RWMutex
+	renamings map[string]*renaming // by the new places of the members, group by group
+	named     map[string]bool      // by frame: whether its message names a member
+	frames    map[frameKey]string  // a frame that names a member, renamed
+}
+
+type frameKey struct {
+	frame    string
+	renaming int
 }
 
 // refuse is Start's error for a symmetry it cannot honour.
@@ -70,7 +80,8 @@ func refuse(format string, args ...any) error {
 }
 
 func newSymmetry(s *settings, groups [][]protocol.NodeID) (*symmetry, error) {
-	sym := &symmetry{group: make([]int, len(s.nodes)), pos: make([]int, len(s.nodes)), members: map[protocol.NodeID]bool{}}
+	sym := &symmetry{group: make([]int, len(s.nodes)), pos: make([]int, len(s.nodes)), members: map[protocol.NodeID]bool{},
+		renamings: map[string]*renaming{}, named: map[string]bool{}, frames: map[frameKey]string{}}
 	for i := range sym.group {
 		sym.group[i] = -1
 	}
@@ -106,9 +117,9 @@ func newSymmetry(s *settings, groups [][]protocol.NodeID) (*symmetry, error) {
 }
 
 // plain is Names.Other: a plain string that is a member's name.
-func (sym *symmetry) plain(path, s string) error {
+func (sym *symmetry) plain(s string) error {
 	if sym.members[protocol.NodeID(s)] {
-		return fmt.Errorf("holds %q at %s: %w (declare it a protocol.NodeID, node in a spec, or drop the symmetry)", s, path, errPlainName)
+		return fmt.Errorf("holds %q: %w", s, errPlainName)
 	}
 	return nil
 }
@@ -140,8 +151,12 @@ func (w *World) plainNamesIn(i int, what string, m any) bool {
 	return err == nil
 }
 
-// renaming is a permutation of the nodes, as the world applies it.
+// renaming is a permutation of the nodes, as the world applies it. The
+// renamings are made once per Config, numbered, and what a node and a
+// frame become under each is kept: a step changes one node or two, and
+// every state is encoded once per renaming.
 type renaming struct {
+	id    int
 	at    []int               // slot j of the renamed world holds node at[j]
 	to    []int               // node i goes to slot to[i]
 	names func(string) string // a name's new name
@@ -162,7 +177,7 @@ func (w *World) Symmetry() []int {
 // AppendPermuted implements explore.Symmetric: the encoding of the world
 // with its groups' nodes renamed by p.
 func (w *World) AppendPermuted(b []byte, p explore.Permutation) []byte {
-	return w.appendRenamed(b, w.renamingOf(func(g, k int) int { return p.Rename(g, k) }))
+	return w.appendRenamed(b, w.renamingOf(p.Rename))
 }
 
 // appendRenamed is the world's encoding renamed by r.
@@ -177,7 +192,26 @@ func (w *World) appendRenamed(b []byte, r *renaming) []byte {
 // move(g, k) in its group.
 func (w *World) renamingOf(move func(g, k int) int) *renaming {
 	sym := w.s.sym
-	r := &renaming{at: make([]int, len(w.nodes)), to: make([]int, len(w.nodes))}
+	var buf [64]byte
+	key := buf[:0]
+	for g, idx := range sym.groups {
+		for k := range idx {
+			key = binary.AppendUvarint(key, uint64(move(g, k)))
+		}
+	}
+	sym.mu.RLock()
+	r := sym.renamings[string(key)]
+	sym.mu.RUnlock()
+	if r != nil {
+		return r
+	}
+	sym.mu.Lock()
+	defer sym.mu.Unlock()
+	if r := sym.renamings[string(key)]; r != nil {
+		return r
+	}
+	r = &renaming{id: len(sym.renamings), at: make([]int, len(w.nodes)), to: make([]int, len(w.nodes))}
+	sym.renamings[string(key)] = r
 	for i := range w.nodes {
 		r.to[i] = i
 		if g := sym.group[i]; g >= 0 {
@@ -185,11 +219,12 @@ func (w *World) renamingOf(move func(g, k int) int) *renaming {
 		}
 		r.at[r.to[i]] = i
 	}
-	r.names = func(s string) string {
-		if i, ok := w.s.index[protocol.NodeID(s)]; ok {
-			return string(w.name(r.to[i]))
+	s := w.s
+	r.names = func(name string) string {
+		if i, ok := s.index[protocol.NodeID(name)]; ok {
+			return string(s.nodes[r.to[i]].Name)
 		}
-		return s
+		return name
 	}
 	return r
 }
@@ -212,10 +247,45 @@ func (w *World) swap(a, b int) *renaming {
 
 func (r *renaming) deepNames() *deep.Names { return &deep.Names{Type: nodeIDType, Rename: r.names} }
 
-// renamed is handler h's encoding with its names renamed by r.
-func (w *World) renamed(h any, r *renaming) []byte {
-	enc, _ := deep.AppendNames(nil, h, r.deepNames()) // it encoded as it was
-	return enc
+// nodeCache keeps what a node becomes under each renaming: the node is
+// shared by the worlds that did not change it since.
+type nodeCache struct {
+	mu sync.Mutex
+	by []*renamedNode // by renaming
+}
+
+type renamedNode struct {
+	head   []byte  // appendNode's encoding of all but the timers' times
+	timers []timer // the timers, their keys renamed, in their order
+}
+
+// renamedNode is node i renamed by r, from its cache.
+func (w *World) renamedNode(i int, r *renaming) *renamedNode {
+	n := w.nodes[i]
+	c := n.cache
+	if c == nil {
+		return w.renameNode(n, r) // a world without symmetry, asked anyway
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.id < len(c.by) && c.by[r.id] != nil {
+		return c.by[r.id]
+	}
+	rn := w.renameNode(n, r)
+	if r.id >= len(c.by) {
+		c.by = append(c.by, make([]*renamedNode, r.id+1-len(c.by))...)
+	}
+	c.by[r.id] = rn
+	return rn
+}
+
+func (w *World) renameNode(n *node, r *renaming) *renamedNode {
+	enc := n.enc
+	if n.named {
+		enc, _ = deep.AppendNames(nil, n.handler, r.deepNames()) // it encoded as it was
+	}
+	timers := w.renameTimers(n.timers, r)
+	return &renamedNode{head: appendHead(nil, n, w.renameFrame(n.saved, r), enc, len(timers)), timers: timers}
 }
 
 // renameFrame is a frame (a message in flight, a saved record) with the
@@ -225,27 +295,44 @@ func (w *World) renameFrame(frame string, r *renaming) string {
 	if frame == "" {
 		return frame
 	}
-	if named, ok := w.s.sym.frames.Load(frame); ok && !named.(bool) {
+	sym := w.s.sym
+	sym.mu.RLock()
+	named, known := sym.named[frame]
+	renamed, done := sym.frames[frameKey{frame, r.id}]
+	sym.mu.RUnlock()
+	switch {
+	case known && !named:
 		return frame
+	case done:
+		return renamed
 	}
+	renamed, named = w.renameMessage(frame, r)
+	sym.mu.Lock()
+	sym.named[frame] = named
+	if named {
+		sym.frames[frameKey{frame, r.id}] = renamed
+	}
+	sym.mu.Unlock()
+	return renamed
+}
+
+func (w *World) renameMessage(frame string, r *renaming) (renamed string, named bool) {
 	m, err := w.s.codec.Decode([]byte(frame))
 	if err != nil {
-		return frame
+		return frame, false
 	}
-	named := false
-	renamed, err := deep.CopyNames(m, &deep.Names{Type: nodeIDType, Rename: func(s string) string {
+	copied, err := deep.CopyNames(m, &deep.Names{Type: nodeIDType, Rename: func(s string) string {
 		named = named || w.s.sym.members[protocol.NodeID(s)]
 		return r.names(s)
 	}})
-	w.s.sym.frames.Store(frame, named)
 	if err != nil || !named {
-		return frame
+		return frame, named
 	}
-	out, err := w.s.codec.Append(nil, renamed)
+	out, err := w.s.codec.Append(nil, copied)
 	if err != nil {
-		return frame
+		return frame, named
 	}
-	return string(out)
+	return string(out), true
 }
 
 // renameTimers is a node's timers with their keys renamed by r, in the

@@ -268,7 +268,7 @@ func TestSymmetryRefused(t *testing.T) {
 		}, "hold them in a set, not a slice"},
 		{"a plain name as it starts", func(cfg *world.Config) {
 			cfg.Nodes[0].Role = mutexpb.ServerRole(func() mutexpb.ServerHandler { s := newLockServer(); s.Plain = "c2"; return s })
-		}, `holds "c2" at (*value).Plain`},
+		}, `holds "c2": a name the world renames, in a plain string, at (*value).Plain`},
 	} {
 		cfg := mutexWorld(3, world.Network{}, newLockServer)
 		c.change(&cfg)
@@ -296,7 +296,7 @@ func TestPlainNamesAreViolations(t *testing.T) {
 		says   string
 	}{
 		{"in a handler", func() *lockServer { s := newLockServer(); s.KeepPlain = true; return s }, `its handler holds "c`},
-		{"in a message", func() *lockServer { s := newLockServer(); s.NotePlain = true; return s }, `a message it sent holds "c2" at (*value).Note`},
+		{"in a message", func() *lockServer { s := newLockServer(); s.NotePlain = true; return s }, `a message it sent holds "c2": a name the world renames, in a plain string, at (*value).Note`},
 	} {
 		cfg := mutexWorld(3, world.Network{}, c.server)
 		for _, no := range []bool{false, true} {

@@ -25,6 +25,7 @@
 package world
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -205,11 +206,12 @@ type node struct {
 	state   int
 	up      bool
 	handler any
-	timers  []timer // sorted by event, then key
-	saved   string  // the durable record, framed; "" when none
-	crashes int     // left
-	enc     []byte  // the handler's canonical encoding, made after each step
-	named   bool    // whether the handler holds a name of a symmetric group's node
+	timers  []timer    // sorted by event, then key
+	saved   string     // the durable record, framed; "" when none
+	crashes int        // left
+	enc     []byte     // the handler's canonical encoding, made after each step
+	named   bool       // whether the handler holds a name of a symmetric group's node
+	cache   *nodeCache // with symmetric groups: the node renamed, made as asked
 }
 
 type timer struct {
@@ -300,7 +302,7 @@ func (w *World) mut(i int) *node {
 		if err != nil {
 			w.fail(InvariantHandler, "node %s: %v", w.name(i), err)
 		}
-		n.handler, n.enc = h, nil
+		n.handler, n.enc, n.cache = h, nil, nil
 		w.nodes[i], w.owned[i] = &n, true
 	}
 	return w.nodes[i]
@@ -491,6 +493,9 @@ func (w *World) Step(c int) {
 	case crash:
 		n := w.mut(ch.node)
 		n.up, n.handler, n.timers, n.enc, n.named = false, nil, nil, nil, false
+		if w.s.sym != nil {
+			n.cache = &nodeCache{}
+		}
 		n.crashes--
 		w.net = slices.DeleteFunc(w.net, func(p packet) bool { return p.to == ch.node })
 	case restart:
@@ -542,6 +547,9 @@ func (w *World) settle(h *host, err error) {
 	enc, named, err := w.encode(n.handler)
 	w.failEncoding(h.i, "its handler", err)
 	n.enc, n.named = enc, named
+	if w.s.sym != nil {
+		n.cache = &nodeCache{}
+	}
 }
 
 // failEncoding reports the error of encoding what node i holds or sends.
@@ -549,7 +557,7 @@ func (w *World) failEncoding(i int, what string, err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, errPlainName):
-		w.fail(InvariantSymmetry, "node %s: %s %v", w.name(i), what, err)
+		w.fail(InvariantSymmetry, "node %s: %s %v (hold it as a protocol.NodeID, node in a spec, or declare no symmetry)", w.name(i), what, err)
 	default:
 		w.fail(InvariantHandler, "node %s: %s: %v", w.name(i), what, err)
 	}
@@ -698,45 +706,80 @@ func (w *World) AppendState(b []byte) []byte {
 // appendNode encodes node i with the names renamed by r (nil: as it is).
 func (w *World) appendNode(b []byte, i int, r *renaming) []byte {
 	n := w.nodes[i]
-	enc, saved, timers := n.enc, n.saved, n.timers
-	if r != nil {
-		if n.named {
-			enc = w.renamed(n.handler, r)
-		}
-		saved = w.renameFrame(saved, r)
-		timers = w.renameTimers(timers, r)
+	timers := n.timers
+	if r == nil {
+		b = appendHead(b, n, n.saved, n.enc, len(timers))
+	} else {
+		rn := w.renamedNode(i, r)
+		b, timers = append(b, rn.head...), rn.timers
 	}
-	b = fmt.Appendf(b, "%t %d %d %q %q %d|", n.up, n.state, n.crashes, saved, enc, len(timers))
 	for _, t := range timers {
-		b = fmt.Appendf(b, "%d %q %d|", t.event, t.key, t.at-w.now)
+		b = binary.AppendUvarint(b, uint64(t.event))
+		b = appendString(b, t.key)
+		b = binary.AppendVarint(b, int64(t.at-w.now))
 	}
 	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// appendHead encodes node n but its timers, with its saved record and
+// handler's encoding as given.
+func appendHead(b []byte, n *node, saved string, enc []byte, timers int) []byte {
+	up := byte(0)
+	if n.up {
+		up = 1
+	}
+	b = binary.AppendUvarint(append(b, up), uint64(n.state))
+	b = appendString(binary.AppendUvarint(b, uint64(n.crashes)), saved)
+	b = append(binary.AppendUvarint(b, uint64(len(enc))), enc...)
+	return binary.AppendUvarint(b, uint64(timers))
 }
 
 // appendNet encodes the messages in flight and the network's budgets,
 // with the names renamed by r (nil: as they are).
 func (w *World) appendNet(b []byte, r *renaming) []byte {
-	msgs := make([]string, len(w.net))
+	type msg struct {
+		from, to int
+		rest     string // its time left and frame
+	}
+	msgs := make([]msg, len(w.net))
+	var buf []byte
 	for j, p := range w.net {
 		from, to, frame := p.from, p.to, p.frame
 		if r != nil {
 			from, to, frame = r.to[from], r.to[to], w.renameFrame(frame, r)
 		}
-		msgs[j] = fmt.Sprintf("%d>%d %d %q", from, to, max(p.deadline-w.now, 0), frame)
+		buf = appendString(binary.AppendVarint(buf[:0], int64(max(p.deadline-w.now, 0))), frame)
+		msgs[j] = msg{from, to, string(buf)}
+	}
+	byPair := func(a, b msg) int {
+		if a.from != b.from {
+			return a.from - b.from
+		}
+		return a.to - b.to
 	}
 	if w.s.net.Order == FIFO {
 		// Only each pair's own order matters.
-		slices.SortStableFunc(msgs, func(a, b string) int { return strings.Compare(pairOf(a), pairOf(b)) })
+		slices.SortStableFunc(msgs, byPair)
 	} else {
-		slices.Sort(msgs)
+		slices.SortFunc(msgs, func(a, b msg) int {
+			if c := byPair(a, b); c != 0 {
+				return c
+			}
+			return strings.Compare(a.rest, b.rest)
+		})
 	}
+	b = binary.AppendUvarint(b, uint64(len(msgs)))
 	for _, m := range msgs {
-		b = fmt.Appendf(b, "%s|", m)
+		b = binary.AppendUvarint(binary.AppendUvarint(b, uint64(m.from)), uint64(m.to))
+		b = append(b, m.rest...)
 	}
-	return fmt.Appendf(b, "%d %d", w.loss, w.dups)
+	b = binary.AppendUvarint(b, uint64(w.loss))
+	return binary.AppendUvarint(b, uint64(w.dups))
 }
-
-func pairOf(s string) string { return s[:strings.IndexByte(s, ' ')] }
 
 // Describe implements explore.Model.
 func (w *World) Describe(c int) string {
