@@ -95,11 +95,11 @@ func AppendNames(b []byte, v any, n *Names) ([]byte, error) {
 // say where (making the paths costs more than the walk).
 type paths bool
 
-func (p paths) field(path, name string) string {
+func (p paths) field(path string, t reflect.Type, i int) string {
 	if !p {
 		return ""
 	}
-	return path + "." + name
+	return path + "." + t.Field(i).Name
 }
 
 func (p paths) index(path string, i int) string {
@@ -325,7 +325,7 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 	case reflect.Struct:
 		src = addressable(src)
 		for i := range t.NumField() {
-			if err := c.into(open(dst.Field(i)), open(src.Field(i)), c.field(path, t.Field(i).Name)); err != nil {
+			if err := c.into(open(dst.Field(i)), open(src.Field(i)), c.field(path, t, i)); err != nil {
 				return err
 			}
 		}
@@ -335,10 +335,33 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 }
 
 type encoder struct {
-	b     []byte
-	seen  map[ptrKey]int // pointer -> its number, in the order first met; made when one is
-	names *Names
+	b       []byte
+	seen    []ptrKey       // the pointers met, numbered in the order first met
+	numbers map[ptrKey]int // seen's numbers, once there are many
+	names   *Names
 	paths
+}
+
+// number is pointer k's number, and whether it was met before.
+func (e *encoder) number(k ptrKey) (int, bool) {
+	if e.numbers != nil {
+		if n, ok := e.numbers[k]; ok {
+			return n, true
+		}
+	} else if n := slices.Index(e.seen, k); n >= 0 {
+		return n, true
+	}
+	n := len(e.seen)
+	e.seen = append(e.seen, k)
+	if e.numbers != nil {
+		e.numbers[k] = n
+	} else if len(e.seen) > 16 {
+		e.numbers = map[ptrKey]int{}
+		for i, p := range e.seen {
+			e.numbers[p] = i
+		}
+	}
+	return n, false
 }
 
 // Tags that keep a nil apart from an empty value, and a pointer met
@@ -388,29 +411,27 @@ func (e *encoder) value(v reflect.Value, path string) error {
 			e.b = append(e.b, tagNil)
 			return nil
 		}
-		k := ptrKey{v.Pointer(), t}
-		if n, ok := e.seen[k]; ok {
+		if n, met := e.number(ptrKey{v.Pointer(), t}); met {
 			e.b = append(e.b, tagSeen)
 			e.uint(uint64(n))
 			return nil
 		}
-		if e.seen == nil {
-			e.seen = map[ptrKey]int{}
-		}
-		e.seen[k] = len(e.seen)
 		e.b = append(e.b, tagNew)
-		return e.value(open(v.Elem()), e.deref(path))
+		return e.value(v.Elem(), e.deref(path))
 	case reflect.Slice, reflect.Array:
-		if t.Kind() == reflect.Array {
-			v = addressable(v)
-		}
+		// Values are only read, which reflect allows through unexported
+		// fields too: nothing is copied to be opened, but an array of bytes
+		// that Bytes needs addressable.
 		e.uint(uint64(v.Len()))
 		if t.Elem().Kind() == reflect.Uint8 {
+			if t.Kind() == reflect.Array && !v.CanAddr() {
+				v = addressable(v)
+			}
 			e.b = append(e.b, v.Bytes()...)
 			return nil
 		}
 		for i := range v.Len() {
-			if err := e.value(open(v.Index(i)), e.index(path, i)); err != nil {
+			if err := e.value(v.Index(i), e.index(path, i)); err != nil {
 				return err
 			}
 		}
@@ -426,11 +447,10 @@ func (e *encoder) value(v reflect.Value, path string) error {
 		name := el.Type().String()
 		e.uint(uint64(len(name)))
 		e.b = append(e.b, name...)
-		return e.value(addressable(el), path)
+		return e.value(el, path)
 	case reflect.Struct:
-		v = addressable(v)
 		for i := range t.NumField() {
-			if err := e.value(open(v.Field(i)), e.field(path, t.Field(i).Name)); err != nil {
+			if err := e.value(v.Field(i), e.field(path, t, i)); err != nil {
 				return err
 			}
 		}
@@ -444,24 +464,29 @@ func (e *encoder) value(v reflect.Value, path string) error {
 // so that iteration order does not show.
 func (e *encoder) mapValue(v reflect.Value, path string) error {
 	type entry struct {
-		key []byte
-		val reflect.Value
+		from, to int // its key's encoding in keys.b
+		val      reflect.Value
 	}
 	entries := make([]entry, 0, v.Len())
+	// Each key is encoded on its own (its pointers numbered afresh), one
+	// after another in one buffer.
+	keys := encoder{names: e.names, paths: e.paths}
 	it := v.MapRange()
 	for it.Next() {
-		ke := encoder{names: e.names, paths: e.paths}
-		if err := ke.value(addressable(it.Key()), e.key(path)); err != nil {
+		from := len(keys.b)
+		keys.seen, keys.numbers = keys.seen[:0], nil
+		if err := keys.value(it.Key(), e.key(path)); err != nil {
 			return err
 		}
-		entries = append(entries, entry{ke.b, it.Value()})
+		entries = append(entries, entry{from, len(keys.b), it.Value()})
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
+	key := func(en entry) []byte { return keys.b[en.from:en.to] }
+	slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(key(a), key(b)) })
 	e.uint(uint64(len(entries)))
 	for _, en := range entries {
-		e.uint(uint64(len(en.key)))
-		e.b = append(e.b, en.key...)
-		if err := e.value(addressable(en.val), e.paths.value(path, reflect.Value{})); err != nil {
+		e.uint(uint64(en.to - en.from))
+		e.b = append(e.b, key(en)...)
+		if err := e.value(en.val, e.paths.value(path, reflect.Value{})); err != nil {
 			return err
 		}
 	}

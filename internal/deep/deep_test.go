@@ -210,3 +210,30 @@ func TestNamesOtherSeesPlainStrings(t *testing.T) {
 		t.Fatalf("Other's error: %v", err)
 	}
 }
+
+// TestManyPointersKeepTheirSharing: past the first pointers met (kept in a
+// list), the encoding still tells a pointer met again from an equal one.
+func TestManyPointersKeepTheirSharing(t *testing.T) {
+	list := func(share bool) []*inner {
+		var l []*inner
+		for i := range 40 {
+			l = append(l, &inner{n: i})
+		}
+		last := &inner{n: 30}
+		if share {
+			last = l[30]
+		}
+		return append(l, last)
+	}
+	shared, apart := encode(t, list(true)), encode(t, list(false))
+	if shared == apart {
+		t.Fatal("a pointer met again encodes as an equal one")
+	}
+	if encode(t, list(true)) != shared {
+		t.Fatal("equal values encode differently")
+	}
+	c, err := Copy(list(true))
+	if err != nil || c[40] != c[30] || encode(t, c) != shared {
+		t.Fatalf("copy: %v, sharing kept %v", err, c[40] == c[30])
+	}
+}
