@@ -18,6 +18,8 @@ func goType(t *spec.Type) *jen.Statement {
 	switch {
 	case t.Kind == spec.KindList:
 		return jen.Index().Add(goType(t.Elem))
+	case t.Node:
+		return pr("NodeID")
 	case t.Named != nil:
 		return jen.Id(t.Named.GoName)
 	case t.Kind == spec.KindEnum:
@@ -135,7 +137,7 @@ func consumeStmts(owner, field string, t *spec.Type, x func() *jen.Statement, de
 	checkErr := jen.If(jen.Err().Op("!=").Nil()).Block(fail(jen.Err()))
 	conv := func(val jen.Code) jen.Code {
 		switch {
-		case t.Kind == spec.KindEnum || t.Named != nil:
+		case t.Kind == spec.KindEnum || t.Named != nil || t.Node:
 			return goType(t).Call(val)
 		case t.Kind == spec.KindString || t.Kind == spec.KindBytes || t.Kind == spec.KindBool || t.Kind == spec.KindU64 || t.Kind == spec.KindI64 || t.Kind == spec.KindFixed64:
 			return val

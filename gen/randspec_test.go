@@ -49,6 +49,7 @@ func randomSpec(t *rapid.T) string {
 	scalars := []string{"u8", "u16", "u32", "u64", "i64", "fixed64", "bool", "string", "bytes"}
 	var types []string // every type name a field may use
 	types = append(types, scalars...)
+	types = append(types, "node") // a field's type, not a named type's base
 	for i := range rapid.IntRange(0, 2).Draw(t, "named") {
 		n := ident(fmt.Sprintf("named%d", i))
 		doc("named doc")

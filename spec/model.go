@@ -64,9 +64,16 @@ func (k Kind) MaxValue() uint64 {
 	return 1<<64 - 1
 }
 
+// NodeType is the built-in type of a node's name: a string on the wire,
+// protocol.NodeID in Go, so that the explorer's world can rename the nodes
+// a message, a timer or a record names when it declares them
+// interchangeable (protocol/world's Config.Symmetric).
+const NodeType = "node"
+
 // Type is a resolved field or payload type.
 type Type struct {
 	Kind   Kind
+	Node   bool    // KindString spelled node: a node's name (NodeType)
 	Elem   *Type   // KindList
 	Named  *Named  // set when a scalar came through a named type (type WorkerID = u32)
 	Enum   *Enum   // KindEnum
@@ -80,6 +87,8 @@ func (t *Type) Spelling() string {
 		return "[]" + t.Elem.Spelling()
 	case t.Named != nil:
 		return t.Named.Name
+	case t.Node:
+		return NodeType
 	case t.Kind == KindEnum:
 		return t.Enum.Name
 	case t.Kind == KindStruct:

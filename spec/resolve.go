@@ -86,7 +86,7 @@ func (r *resolver) checkName(n astName, what string) bool {
 		return false
 	}
 	_, scalar := scalarKinds[n.name]
-	if _, fixed := layoutKinds[n.name]; scalar || fixed {
+	if _, fixed := layoutKinds[n.name]; scalar || fixed || n.name == NodeType {
 		r.errorf(n.pos, "%s name %q is a built-in type", what, n.name)
 		return false
 	}
@@ -210,6 +210,10 @@ func (r *resolver) resolve(f *astFile) {
 		}
 		if d.typ.list {
 			r.errorf(d.typ.pos, "named type %q must be a scalar, not a list", d.name.name)
+			continue
+		}
+		if d.typ.name == NodeType {
+			r.errorf(d.typ.pos, "named type %q cannot be a node: a node's name is protocol.NodeID in Go, the type the explorer's world renames; write node itself", d.name.name)
 			continue
 		}
 		k, ok := scalarKinds[d.typ.name]
@@ -369,6 +373,9 @@ func (r *resolver) typeRef(t *astTypeRef) *Type {
 	}
 	if k, ok := scalarKinds[t.name]; ok {
 		return &Type{Kind: k}
+	}
+	if t.name == NodeType {
+		return &Type{Kind: KindString, Node: true}
 	}
 	if n, ok := r.named[t.name]; ok {
 		if n.Type == nil {

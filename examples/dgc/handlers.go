@@ -42,7 +42,7 @@ func (o *Owner) OnDirty(env dgcpb.OwnerEnv, from protocol.NodeID, m *dgcpb.Dirty
 		env.Send(from, &dgcpb.Gone{Seq: m.Seq})
 	default:
 		o.Holders[from] = true
-		env.SetExpireTimer(o.Lease, string(from))
+		env.SetExpireTimer(o.Lease, from)
 		env.Send(from, &dgcpb.Leased{Seq: m.Seq})
 	}
 	return nil
@@ -52,12 +52,12 @@ func (o *Owner) OnClean(env dgcpb.OwnerEnv, from protocol.NodeID, m *dgcpb.Clean
 	if o.stale(from, m.Seq, false) {
 		return protocol.ErrSkip
 	}
-	env.CancelExpireTimer(string(from))
-	return o.OnExpire(env, string(from))
+	env.CancelExpireTimer(from)
+	return o.OnExpire(env, from)
 }
 
-func (o *Owner) OnExpire(env dgcpb.OwnerEnv, client string) error {
-	delete(o.Holders, protocol.NodeID(client))
+func (o *Owner) OnExpire(env dgcpb.OwnerEnv, client protocol.NodeID) error {
+	delete(o.Holders, client)
 	return o.collect(env)
 }
 

@@ -25,10 +25,14 @@ const owner protocol.NodeID = "owner"
 func clientName(i int) protocol.NodeID { return protocol.NodeID(fmt.Sprintf("c%d", i+1)) }
 
 // worldConfig is the owner and clients, each taking the object rounds
-// times, over an unordered network with a delivery bound.
+// times, over an unordered network with a delivery bound. The clients are
+// interchangeable: the search keeps one state of each class alike but
+// for their names.
 func worldConfig(clients, rounds int, unsafe bool) world.Config {
 	nodes := []world.Node{{Name: owner, Role: dgcpb.OwnerRole(func() dgcpb.OwnerHandler { return NewOwner(lease, clients, unsafe) })}}
+	var group []protocol.NodeID
 	for i := range clients {
+		group = append(group, clientName(i))
 		nodes = append(nodes, world.Node{Name: clientName(i), Role: dgcpb.ClientRole(func() dgcpb.ClientHandler {
 			return &Client{Owner: owner, Renew: renew, Rounds: rounds}
 		})})
@@ -38,6 +42,7 @@ func worldConfig(clients, rounds int, unsafe bool) world.Config {
 		Tick:       tick,
 		Nodes:      nodes,
 		Invariants: []world.Check{{Name: dgcpb.InvariantSafe, Check: safe}},
+		Symmetric:  [][]protocol.NodeID{group},
 	}
 }
 

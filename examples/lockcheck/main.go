@@ -1,21 +1,24 @@
 // Command lockcheck explores a protocol that is not RRef with rrefkit's
 // engine: a lock service with fencing tokens, declared in lock.rspec and
-// generated into lockpb by rrefgen (codecs, state machines, invariant
-// names). model.go writes the protocol's participants against the
-// generated code and implements explore.Model; explore.Explore then runs
-// every order of their steps, with lost order and resent messages, and
-// checks mutual exclusion, fencing and progress.
+// generated into lockpb by rrefgen (codecs, state machines, handler
+// interfaces, invariant names). handlers.go writes the client and the
+// server against the generated interfaces, model.go puts them in a world
+// (package protocol/world, an explore.Model derived from them) with the
+// checks; explore.Explore then runs every order of their steps, with lost
+// order and resent messages, and checks mutual exclusion, fencing and
+// progress.
 //
 //	go run ./examples/lockcheck                       # the correct protocol, then two seeded bugs
 //	go run ./examples/lockcheck -clients 3 -rounds 2 -resends 2
 //	go run ./examples/lockcheck -coverage                 # and which spec transitions each search took
 //
-// The clients are interchangeable (symmetry.go): the search keeps one state
-// of each class of states that differ only in which client is which;
+// The clients are declared interchangeable (model.go): the search keeps one
+// state of each class of states that differ only in which client is which;
 // -no-symmetry explores every state, to compare.
 //
 // To start a protocol of your own: write its spec (spec/README.md), run
-// `rrefgen gen -out DIR -pkg PATH your.rspec`, and write a model like this one.
+// `rrefgen gen -out DIR -pkg PATH your.rspec`, and write handlers and a
+// world like these (docs/tutorial.md, docs/handlers.md).
 package main
 
 //go:generate go run ../../cmd/rrefgen gen -out lockpb -pkg github.com/rrefkit/rref/examples/lockcheck/lockpb lock.rspec
@@ -26,6 +29,7 @@ import (
 	"os"
 
 	"github.com/rrefkit/rref/explore"
+	"github.com/rrefkit/rref/protocol/world"
 )
 
 func main() {
@@ -47,8 +51,13 @@ func main() {
 	} {
 		cfg := v.cfg
 		cfg.Clients, cfg.Rounds, cfg.Resends = *clients, *rounds, *resends
-		opt := explore.Options{Workers: -1, Coverage: *coverage, NoSymmetry: *noSymmetry}
-		r := explore.Explore(func() *System { return NewSystem(&cfg) }, opt)
+		start, err := world.Start(worldConfig(cfg))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		opt := explore.Options{Workers: -1, Coverage: *coverage, NoSymmetry: *noSymmetry, NoSleepSets: *noSymmetry} // sleep sets stop schedules being counted: compare like with like
+		r := explore.Explore(start, opt)
 		fmt.Printf("%-32s %8d states %12.0f schedules  %v  ", v.name, r.States, r.Schedules, r.Duration.Round(1e6))
 		switch {
 		case r.Truncated != "":

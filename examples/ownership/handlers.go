@@ -28,7 +28,7 @@ func (o *Owner) Start(env ownpb.OwnerEnv, saved ownpb.Message) error {
 }
 
 func (o *Owner) OnForked(env ownpb.OwnerEnv, from protocol.NodeID, m *ownpb.Fork) error {
-	o.Holders[protocol.NodeID(m.Child)] = true
+	o.Holders[m.Child] = true
 	env.Send(from, &ownpb.ForkAck{Child: m.Child})
 	return nil
 }
@@ -75,13 +75,13 @@ func (b *Borrower) OnPass(env ownpb.BorrowerEnv) error {
 		env.Send(b.Next, &ownpb.Lend{})
 		return protocol.ErrSkip // keeps holding: it waits for no acknowledgement
 	}
-	env.Send(b.Owner, &ownpb.Fork{Child: string(b.Next)})
+	env.Send(b.Owner, &ownpb.Fork{Child: b.Next})
 	return nil
 }
 
 func (b *Borrower) OnAcked(env ownpb.BorrowerEnv, from protocol.NodeID, m *ownpb.ForkAck) error {
 	b.Passed = true
-	env.Send(protocol.NodeID(m.Child), &ownpb.Lend{})
+	env.Send(m.Child, &ownpb.Lend{})
 	return nil
 }
 

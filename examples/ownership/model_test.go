@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/rrefkit/rref/explore"
+	"github.com/rrefkit/rref/protocol"
 	"github.com/rrefkit/rref/protocol/world"
 )
 
@@ -49,4 +53,24 @@ func TestPassingSilently(t *testing.T) {
 	if again := explore.Replay(start, r.Schedule); again.Violation == nil || again.Violation.Error() != r.Violation.Error() {
 		t.Fatalf("replay: %v, want %v", again.Violation, r.Violation)
 	}
+}
+
+// TestBorrowersAreNotInterchangeable: each borrower of the chain names its
+// successor, and the owner lends to the first, so no renaming of them maps
+// the world onto itself: the world refuses to treat them as a symmetric
+// group, saying which node tells them apart, rather than merge states
+// that differ.
+func TestBorrowersAreNotInterchangeable(t *testing.T) {
+	cfg := worldConfig(3, false)
+	cfg.Symmetric = [][]protocol.NodeID{{borrowerName(0), borrowerName(1), borrowerName(2)}}
+	_, err := world.Start(cfg)
+	if !errors.Is(err, explore.ErrRefused) || !strings.Contains(fmt.Sprint(err), "node owner starts as") {
+		t.Fatalf("%v, want a refusal naming the owner", err)
+	}
+	t.Log(err)
+	cfg.Symmetric = [][]protocol.NodeID{{borrowerName(1), borrowerName(2)}}
+	if _, err = world.Start(cfg); !errors.Is(err, explore.ErrRefused) || !strings.Contains(fmt.Sprint(err), "node b1 starts as") {
+		t.Fatalf("%v, want a refusal naming b1", err)
+	}
+	t.Log(err)
 }

@@ -3,13 +3,16 @@ package main
 //go:generate go run ../../cmd/rrefgen gen -out tpcpb -pkg github.com/rrefkit/rref/examples/twophase/tpcpb tpc.rspec
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/rrefkit/rref/examples/twophase/tpcpb"
 	"github.com/rrefkit/rref/protocol"
 )
 
 // Coordinator runs one transaction over Participants.
 type Coordinator struct {
-	Participants []protocol.NodeID
+	Participants map[protocol.NodeID]bool // a set, which renaming them leaves as it is
 	Eager        bool                     // the seeded bug: commit on the first yes
 	Yes          map[protocol.NodeID]bool // volatile: a crash loses the votes
 	Acked        map[protocol.NodeID]bool
@@ -17,7 +20,11 @@ type Coordinator struct {
 }
 
 func NewCoordinator(participants []protocol.NodeID, eager bool) *Coordinator {
-	return &Coordinator{Participants: participants, Eager: eager, Yes: map[protocol.NodeID]bool{}, Acked: map[protocol.NodeID]bool{}}
+	c := &Coordinator{Participants: map[protocol.NodeID]bool{}, Eager: eager, Yes: map[protocol.NodeID]bool{}, Acked: map[protocol.NodeID]bool{}}
+	for _, p := range participants {
+		c.Participants[p] = true
+	}
+	return c
 }
 
 // Start recovers from the log: a decision is sent again; a transaction
@@ -88,7 +95,7 @@ func (c *Coordinator) OnAcked(env tpcpb.CoordinatorEnv, from protocol.NodeID, m 
 func (c *Coordinator) OnFinish(env tpcpb.CoordinatorEnv) error { return nil }
 
 func (c *Coordinator) broadcast(env tpcpb.CoordinatorEnv, m tpcpb.Message) {
-	for _, p := range c.Participants {
+	for _, p := range slices.Sorted(maps.Keys(c.Participants)) { // in one order, for replays
 		env.Send(p, m)
 	}
 }

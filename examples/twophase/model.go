@@ -30,7 +30,7 @@ func worldConfig(n, crashes int, eager bool) world.Config {
 			return &Participant{Coordinator: coordinator}
 		})})
 	}
-	return world.Config{Nodes: nodes, Invariants: []world.Check{
+	return world.Config{Nodes: nodes, Symmetric: [][]protocol.NodeID{ps}, Invariants: []world.Check{
 		{Name: tpcpb.InvariantValidity, Check: valid},
 		{Name: tpcpb.InvariantAtomicity, Check: atomic},
 	}}

@@ -10,6 +10,11 @@
 // field, with shared pointers in the same places. Funcs, channels and
 // unsafe pointers have no copy and no encoding: ErrUnsupported, naming
 // where the value holds one.
+//
+// AppendNames and CopyNames treat the values of one string type as names
+// and rename them, wherever they are (fields, lists, map keys, interfaces),
+// so that a model can encode or copy itself with its instances renamed; a
+// map keyed by names is encoded in the order of its renamed keys.
 package deep
 
 import (
@@ -30,26 +35,141 @@ import (
 var ErrUnsupported = errors.New("deep: value holds a func, channel or unsafe pointer")
 
 // Copy returns a deep copy of v.
-func Copy[T any](v T) (T, error) {
+func Copy[T any](v T) (T, error) { return CopyNames(v, nil) }
+
+// Append appends the canonical encoding of v to b.
+func Append(b []byte, v any) ([]byte, error) { return AppendNames(b, v, nil) }
+
+// Names says how AppendNames and CopyNames treat the values of one string
+// type: the names of the instances a model renames (protocol.NodeID).
+type Names struct {
+	// Type is the names' type, of kind string.
+	Type reflect.Type
+	// Rename is each name's new value (nil keeps them).
+	Rename func(string) string
+	// Other, if set, is called with every string of another type that
+	// AppendNames meets; its error stops the encoding, which fails with
+	// it and where the string is. CopyNames does not call it.
+	Other func(s string) error
+}
+
+// CopyNames returns a deep copy of v with the names n says renamed (n
+// nil: a plain copy).
+func CopyNames[T any](v T, n *Names) (T, error) {
 	src := reflect.ValueOf(&v).Elem()
-	if flat(src.Type()) {
+	c := copier{seen: map[ptrKey]reflect.Value{}, names: n}
+	if flat(src.Type()) && !c.renames(src.Type()) {
 		return v, nil
 	}
 	var out T
-	c := copier{seen: map[ptrKey]reflect.Value{}}
-	if err := c.into(reflect.ValueOf(&out).Elem(), src, "value"); err != nil {
+	if err := c.into(reflect.ValueOf(&out).Elem(), src, ""); err != nil {
+		// Again, naming where: paths are made only for errors.
+		c = copier{seen: map[ptrKey]reflect.Value{}, names: n, paths: true}
+		var again T
+		if err2 := c.into(reflect.ValueOf(&again).Elem(), src, "value"); err2 != nil {
+			err = err2
+		}
 		return out, err
 	}
 	return out, nil
 }
 
-// Append appends the canonical encoding of v to b.
-func Append(b []byte, v any) ([]byte, error) {
-	e := encoder{b: b, seen: map[ptrKey]int{}}
+// AppendNames appends the canonical encoding of v with the names n says
+// renamed, which is the encoding of CopyNames(v, n) (n nil: Append).
+func AppendNames(b []byte, v any, n *Names) ([]byte, error) {
+	e := encoder{b: b, names: n}
 	root := reflect.New(reflect.TypeOf(&v).Elem()).Elem()
 	root.Set(reflect.ValueOf(&v).Elem())
-	err := e.value(root, "value")
+	err := e.value(root, "")
+	if err != nil {
+		// Again, naming where: paths are made only for errors.
+		again := encoder{names: n, paths: true}
+		if err2 := again.value(root, "value"); err2 != nil {
+			err = err2
+		}
+	}
 	return e.b, err
+}
+
+// paths says whether a walk names where it is: only once it failed, to
+// say where (making the paths costs more than the walk).
+type paths bool
+
+func (p paths) field(path string, t reflect.Type, i int) string {
+	if !p {
+		return ""
+	}
+	return path + "." + t.Field(i).Name
+}
+
+func (p paths) index(path string, i int) string {
+	if !p {
+		return ""
+	}
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+func (p paths) deref(path string) string {
+	if !p {
+		return ""
+	}
+	return "(*" + path + ")"
+}
+
+func (p paths) key(path string) string {
+	if !p {
+		return ""
+	}
+	return path + " key"
+}
+
+func (p paths) value(path string, key reflect.Value) string {
+	if !p {
+		return ""
+	}
+	if !key.IsValid() {
+		return path + "[...]"
+	}
+	return path + "[" + fmt.Sprint(key) + "]"
+}
+
+// mentions caches which types may hold a value of another: the names a
+// copy must walk to rename. An interface may hold anything.
+var mentionsCache sync.Map // [2]reflect.Type -> bool
+
+func mentions(t, target reflect.Type) bool {
+	k := [2]reflect.Type{t, target}
+	if m, ok := mentionsCache.Load(k); ok {
+		return m.(bool)
+	}
+	m := computeMentions(t, target, map[reflect.Type]bool{})
+	mentionsCache.Store(k, m)
+	return m
+}
+
+func computeMentions(t, target reflect.Type, visiting map[reflect.Type]bool) bool {
+	if t == target {
+		return true
+	}
+	if visiting[t] {
+		return false
+	}
+	visiting[t] = true
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return computeMentions(t.Elem(), target, visiting)
+	case reflect.Map:
+		return computeMentions(t.Key(), target, visiting) || computeMentions(t.Elem(), target, visiting)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if computeMentions(t.Field(i).Type, target, visiting) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ptrKey is a pointer's identity: its address and its type (a struct and
@@ -118,17 +238,27 @@ func unsupported(path string, t reflect.Type) error {
 }
 
 type copier struct {
-	seen map[ptrKey]reflect.Value // original pointer -> its copy
+	seen  map[ptrKey]reflect.Value // original pointer -> its copy
+	names *Names
+	paths
+}
+
+// renames reports whether a value of type t may hold names to rename.
+func (c *copier) renames(t reflect.Type) bool {
+	return c.names != nil && c.names.Rename != nil && mentions(t, c.names.Type)
 }
 
 // into copies src into dst, which is settable.
 func (c *copier) into(dst, src reflect.Value, path string) error {
 	t := src.Type()
-	if flat(t) {
+	if flat(t) && !c.renames(t) {
 		dst.Set(src)
 		return nil
 	}
 	switch t.Kind() {
+	case reflect.String: // a name: the only flat type renames reaches
+		dst.Set(reflect.ValueOf(c.names.Rename(src.String())).Convert(t))
+		return nil
 	case reflect.Pointer:
 		if src.IsNil() {
 			return nil
@@ -141,14 +271,14 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 		p := reflect.New(t.Elem())
 		c.seen[k] = p
 		dst.Set(p)
-		return c.into(p.Elem(), open(src.Elem()), "(*"+path+")")
+		return c.into(p.Elem(), open(src.Elem()), c.deref(path))
 	case reflect.Slice:
 		if src.IsNil() {
 			return nil
 		}
 		s := reflect.MakeSlice(t, src.Len(), src.Len())
 		for i := range src.Len() {
-			if err := c.into(s.Index(i), open(src.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := c.into(s.Index(i), open(src.Index(i)), c.index(path, i)); err != nil {
 				return err
 			}
 		}
@@ -157,7 +287,7 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 	case reflect.Array:
 		src = addressable(src)
 		for i := range src.Len() {
-			if err := c.into(dst.Index(i), open(src.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := c.into(dst.Index(i), open(src.Index(i)), c.index(path, i)); err != nil {
 				return err
 			}
 		}
@@ -170,11 +300,11 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 		it := src.MapRange()
 		for it.Next() {
 			k := reflect.New(t.Key()).Elem()
-			if err := c.into(k, it.Key(), path+" key"); err != nil {
+			if err := c.into(k, it.Key(), c.key(path)); err != nil {
 				return err
 			}
 			v := reflect.New(t.Elem()).Elem()
-			if err := c.into(v, it.Value(), path+"["+fmt.Sprint(it.Key())+"]"); err != nil {
+			if err := c.into(v, it.Value(), c.paths.value(path, it.Key())); err != nil {
 				return err
 			}
 			m.SetMapIndex(k, v)
@@ -195,7 +325,7 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 	case reflect.Struct:
 		src = addressable(src)
 		for i := range t.NumField() {
-			if err := c.into(open(dst.Field(i)), open(src.Field(i)), path+"."+t.Field(i).Name); err != nil {
+			if err := c.into(open(dst.Field(i)), open(src.Field(i)), c.field(path, t, i)); err != nil {
 				return err
 			}
 		}
@@ -205,8 +335,33 @@ func (c *copier) into(dst, src reflect.Value, path string) error {
 }
 
 type encoder struct {
-	b    []byte
-	seen map[ptrKey]int // pointer -> its number, in the order first met
+	b       []byte
+	seen    []ptrKey       // the pointers met, numbered in the order first met
+	numbers map[ptrKey]int // seen's numbers, once there are many
+	names   *Names
+	paths
+}
+
+// number is pointer k's number, and whether it was met before.
+func (e *encoder) number(k ptrKey) (int, bool) {
+	if e.numbers != nil {
+		if n, ok := e.numbers[k]; ok {
+			return n, true
+		}
+	} else if n := slices.Index(e.seen, k); n >= 0 {
+		return n, true
+	}
+	n := len(e.seen)
+	e.seen = append(e.seen, k)
+	if e.numbers != nil {
+		e.numbers[k] = n
+	} else if len(e.seen) > 16 {
+		e.numbers = map[ptrKey]int{}
+		for i, p := range e.seen {
+			e.numbers[p] = i
+		}
+	}
+	return n, false
 }
 
 // Tags that keep a nil apart from an empty value, and a pointer met
@@ -239,33 +394,44 @@ func (e *encoder) value(v reflect.Value, path string) error {
 		e.uint(math.Float64bits(real(v.Complex())))
 		e.uint(math.Float64bits(imag(v.Complex())))
 	case reflect.String:
-		e.uint(uint64(v.Len()))
-		e.b = append(e.b, v.String()...)
+		s := v.String()
+		switch n := e.names; {
+		case n == nil:
+		case t == n.Type && n.Rename != nil:
+			s = n.Rename(s)
+		case t != n.Type && n.Other != nil:
+			if err := n.Other(s); err != nil {
+				return fmt.Errorf("%w, at %s", err, path)
+			}
+		}
+		e.uint(uint64(len(s)))
+		e.b = append(e.b, s...)
 	case reflect.Pointer:
 		if v.IsNil() {
 			e.b = append(e.b, tagNil)
 			return nil
 		}
-		k := ptrKey{v.Pointer(), t}
-		if n, ok := e.seen[k]; ok {
+		if n, met := e.number(ptrKey{v.Pointer(), t}); met {
 			e.b = append(e.b, tagSeen)
 			e.uint(uint64(n))
 			return nil
 		}
-		e.seen[k] = len(e.seen)
 		e.b = append(e.b, tagNew)
-		return e.value(open(v.Elem()), "(*"+path+")")
+		return e.value(v.Elem(), e.deref(path))
 	case reflect.Slice, reflect.Array:
-		if t.Kind() == reflect.Array {
-			v = addressable(v)
-		}
+		// Values are only read, which reflect allows through unexported
+		// fields too: nothing is copied to be opened, but an array of bytes
+		// that Bytes needs addressable.
 		e.uint(uint64(v.Len()))
 		if t.Elem().Kind() == reflect.Uint8 {
+			if t.Kind() == reflect.Array && !v.CanAddr() {
+				v = addressable(v)
+			}
 			e.b = append(e.b, v.Bytes()...)
 			return nil
 		}
 		for i := range v.Len() {
-			if err := e.value(open(v.Index(i)), path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := e.value(v.Index(i), e.index(path, i)); err != nil {
 				return err
 			}
 		}
@@ -281,11 +447,10 @@ func (e *encoder) value(v reflect.Value, path string) error {
 		name := el.Type().String()
 		e.uint(uint64(len(name)))
 		e.b = append(e.b, name...)
-		return e.value(addressable(el), path)
+		return e.value(el, path)
 	case reflect.Struct:
-		v = addressable(v)
 		for i := range t.NumField() {
-			if err := e.value(open(v.Field(i)), path+"."+t.Field(i).Name); err != nil {
+			if err := e.value(v.Field(i), e.field(path, t, i)); err != nil {
 				return err
 			}
 		}
@@ -299,24 +464,29 @@ func (e *encoder) value(v reflect.Value, path string) error {
 // so that iteration order does not show.
 func (e *encoder) mapValue(v reflect.Value, path string) error {
 	type entry struct {
-		key []byte
-		val reflect.Value
+		from, to int // its key's encoding in keys.b
+		val      reflect.Value
 	}
 	entries := make([]entry, 0, v.Len())
+	// Each key is encoded on its own (its pointers numbered afresh), one
+	// after another in one buffer.
+	keys := encoder{names: e.names, paths: e.paths}
 	it := v.MapRange()
 	for it.Next() {
-		ke := encoder{seen: map[ptrKey]int{}}
-		if err := ke.value(addressable(it.Key()), path+" key"); err != nil {
+		from := len(keys.b)
+		keys.seen, keys.numbers = keys.seen[:0], nil
+		if err := keys.value(it.Key(), e.key(path)); err != nil {
 			return err
 		}
-		entries = append(entries, entry{ke.b, it.Value()})
+		entries = append(entries, entry{from, len(keys.b), it.Value()})
 	}
-	slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
+	key := func(en entry) []byte { return keys.b[en.from:en.to] }
+	slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(key(a), key(b)) })
 	e.uint(uint64(len(entries)))
 	for _, en := range entries {
-		e.uint(uint64(len(en.key)))
-		e.b = append(e.b, en.key...)
-		if err := e.value(addressable(en.val), path+"[...]"); err != nil {
+		e.uint(uint64(en.to - en.from))
+		e.b = append(e.b, key(en)...)
+		if err := e.value(en.val, e.paths.value(path, reflect.Value{})); err != nil {
 			return err
 		}
 	}

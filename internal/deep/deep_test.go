@@ -2,6 +2,8 @@ package deep
 
 import (
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,5 +117,123 @@ func TestFlatCopyIsTheValue(t *testing.T) {
 	got, err := Copy(pair{1, 2})
 	if err != nil || !cmp.Equal(got, pair{1, 2}, cmp.AllowUnexported(pair{})) {
 		t.Fatalf("%v %v", got, err)
+	}
+}
+
+// name is a type of names, as protocol.NodeID is.
+type name string
+
+type named struct {
+	Self    name
+	Label   string
+	Peers   []name
+	Seen    map[name]uint64
+	Holders map[name]bool
+	Any     any
+	Pair    [2]name
+	Ptr     *name
+}
+
+func namesSample() *named {
+	p := name("b")
+	return &named{Self: "a", Label: "a", Peers: []name{"a", "b", "c"}, Seen: map[name]uint64{"a": 1, "b": 2},
+		Holders: map[name]bool{"c": true}, Any: name("b"), Pair: [2]name{"b", "a"}, Ptr: &p}
+}
+
+// swap renames a and b into each other.
+var swap = &Names{Type: reflect.TypeOf(name("")), Rename: func(s string) string {
+	switch s {
+	case "a":
+		return "b"
+	case "b":
+		return "a"
+	}
+	return s
+}}
+
+// TestNamesRenameEverywhere: a copy renamed holds the new names in every
+// place, other strings untouched, and encodes as AppendNames encodes the
+// original; a map's encoding follows its renamed keys, so that it is the
+// encoding of the map built with them.
+func TestNamesRenameEverywhere(t *testing.T) {
+	h := namesSample()
+	before := encode(t, h)
+	c, err := CopyNames(h, swap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if encode(t, h) != before {
+		t.Fatal("renaming a copy changed the original")
+	}
+	q := name("a")
+	want := &named{Self: "b", Label: "a", Peers: []name{"b", "a", "c"}, Seen: map[name]uint64{"b": 1, "a": 2},
+		Holders: map[name]bool{"c": true}, Any: name("a"), Pair: [2]name{"a", "b"}, Ptr: &q}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Fatalf("renamed copy (-want +got):\n%s", diff)
+	}
+	renamed, err := AppendNames(nil, h, swap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(renamed) != encode(t, want) {
+		t.Fatal("AppendNames differs from the encoding of the renamed value")
+	}
+	if again, _ := AppendNames(nil, want, swap); string(again) != before {
+		t.Fatal("renaming twice by a swap is not the identity")
+	}
+	// A flat value with names is walked too.
+	if p, _ := CopyNames([2]name{"a", "z"}, swap); p != [2]name{"b", "z"} {
+		t.Fatalf("flat array renamed to %v", p)
+	}
+}
+
+// TestNamesOtherSeesPlainStrings: every string not of the names' type is
+// shown to Other, with its path, and its error stops the encoding.
+func TestNamesOtherSeesPlainStrings(t *testing.T) {
+	var met []string
+	stop := errors.New("stop")
+	n := &Names{Type: reflect.TypeOf(name("")), Other: func(s string) error {
+		met = append(met, s)
+		if s == "bad" {
+			return stop
+		}
+		return nil
+	}}
+	if _, err := AppendNames(nil, &named{Label: "x", Any: "y", Seen: map[name]uint64{"k": 1}}, n); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"x", "y"}; !cmp.Equal(met, want) {
+		t.Fatalf("Other met %q, want %q", met, want)
+	}
+	_, err := AppendNames(nil, &named{Seen: map[name]uint64{"k": 1}, Any: map[string]int{"ok": 1, "bad": 2}}, n)
+	if !errors.Is(err, stop) || !strings.HasSuffix(err.Error(), ", at (*value).Any key") {
+		t.Fatalf("Other's error: %v", err)
+	}
+}
+
+// TestManyPointersKeepTheirSharing: past the first pointers met (kept in a
+// list), the encoding still tells a pointer met again from an equal one.
+func TestManyPointersKeepTheirSharing(t *testing.T) {
+	list := func(share bool) []*inner {
+		var l []*inner
+		for i := range 40 {
+			l = append(l, &inner{n: i})
+		}
+		last := &inner{n: 30}
+		if share {
+			last = l[30]
+		}
+		return append(l, last)
+	}
+	shared, apart := encode(t, list(true)), encode(t, list(false))
+	if shared == apart {
+		t.Fatal("a pointer met again encodes as an equal one")
+	}
+	if encode(t, list(true)) != shared {
+		t.Fatal("equal values encode differently")
+	}
+	c, err := Copy(list(true))
+	if err != nil || c[40] != c[30] || encode(t, c) != shared {
+		t.Fatalf("copy: %v, sharing kept %v", err, c[40] == c[30])
 	}
 }

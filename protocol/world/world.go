@@ -19,10 +19,13 @@
 // message the machine has no event for), "handler" (a handler's error, a
 // send to no node, raises that never end), "codec" (a message that does
 // not encode or decode), "hot" (a run that ends with a node in a hot
-// state), and the checks the Config names.
+// state), "symmetry" (a node's name that a declared symmetry would rename
+// held where the world cannot rename it: see Config.Symmetric), and the
+// checks the Config names.
 package world
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -96,6 +99,13 @@ type Config struct {
 	// Without it a message takes no time unless a timer fires meanwhile,
 	// so a handler that arms a timer as a message arrives arms it early.
 	Tick time.Duration
+	// Symmetric declares groups of interchangeable nodes, by name: nodes of
+	// one machine and one crash budget, whose handlers differ only in the
+	// names they hold. The world is then an explore.Symmetric, and the
+	// search keeps one state of each class of states alike but for the
+	// names of a group's nodes (see symmetry.go for what is renamed, what
+	// Start refuses, and what handlers and checks must not do).
+	Symmetric [][]protocol.NodeID
 }
 
 // Invariants the world itself checks.
@@ -104,6 +114,10 @@ const (
 	InvariantHandler = "handler"
 	InvariantCodec   = "codec"
 	InvariantHot     = "hot"
+	// InvariantSymmetry is a name of a node of a symmetric group held in a
+	// plain string (in a handler, a message, a timer's key or a saved
+	// record), which the world's renamings cannot see.
+	InvariantSymmetry = "symmetry"
 )
 
 // ErrConfig is matched by every error of Start.
@@ -118,6 +132,7 @@ type settings struct {
 	inv   []Check
 	end   []Check
 	tick  time.Duration
+	sym   *symmetry // nil: no symmetric groups
 }
 
 // Start checks cfg and returns the start of its worlds, for explore.Explore.
@@ -151,11 +166,25 @@ func Start(cfg Config) (func() *World, error) {
 	if s.net.Loss < 0 || s.net.Duplicates < 0 || s.net.Capacity < 0 || s.net.MaxDelay < 0 {
 		return nil, fmt.Errorf("%w: negative network bound %+v", ErrConfig, s.net)
 	}
+	if len(cfg.Symmetric) > 0 {
+		var err error
+		if s.sym, err = newSymmetry(s, cfg.Symmetric); err != nil {
+			return nil, err
+		}
+	}
 	first := newWorld(s)
-	if v := first.violation; v != nil && v.Invariant == InvariantHandler {
+	if v := first.violation; v != nil && (v.Invariant == InvariantHandler || v.Invariant == InvariantSymmetry) {
 		// A handler the world cannot copy or compare, or a start hook that
 		// fails, fails every run alike: say so now.
+		if v.Invariant == InvariantSymmetry {
+			return nil, refuse("%s", v.Detail)
+		}
 		return nil, fmt.Errorf("%w: %s", ErrConfig, v.Detail)
+	}
+	if s.sym != nil {
+		if err := first.checkSymmetric(); err != nil {
+			return nil, err
+		}
 	}
 	return func() *World { return newWorld(s) }, nil
 }
@@ -180,10 +209,12 @@ type node struct {
 	state   int
 	up      bool
 	handler any
-	timers  []timer // sorted by event, then key
-	saved   string  // the durable record, framed; "" when none
-	crashes int     // left
-	enc     []byte  // the handler's canonical encoding, made after each step
+	timers  []timer    // sorted by event, then key
+	saved   string     // the durable record, framed; "" when none
+	crashes int        // left
+	enc     []byte     // the handler's canonical encoding, made after each step
+	named   bool       // whether the handler holds a name of a symmetric group's node
+	cache   *nodeCache // with symmetric groups: the node renamed, made as asked
 }
 
 type timer struct {
@@ -191,6 +222,7 @@ type timer struct {
 	key     string // the payload's canonical encoding
 	payload any
 	at      time.Duration
+	named   bool // whether the payload holds a name of a symmetric group's node
 }
 
 type packet struct {
@@ -273,7 +305,7 @@ func (w *World) mut(i int) *node {
 		if err != nil {
 			w.fail(InvariantHandler, "node %s: %v", w.name(i), err)
 		}
-		n.handler, n.enc = h, nil
+		n.handler, n.enc, n.cache = h, nil, nil
 		w.nodes[i], w.owned[i] = &n, true
 	}
 	return w.nodes[i]
@@ -482,7 +514,10 @@ func (w *World) Step(c int) {
 		w.now += w.s.tick
 	case crash:
 		n := w.mut(ch.node)
-		n.up, n.handler, n.timers, n.enc = false, nil, nil, nil
+		n.up, n.handler, n.timers, n.enc, n.named = false, nil, nil, nil, false
+		if w.s.sym != nil {
+			n.cache = &nodeCache{}
+		}
 		n.crashes--
 		w.net = slices.DeleteFunc(w.net, func(p packet) bool { return p.to == ch.node })
 	case restart:
@@ -534,11 +569,23 @@ func (w *World) settle(h *host, err error) {
 	default:
 		w.fail(InvariantHandler, "node %s: %v", h.Self(), err)
 	}
-	enc, err := deep.Append(nil, n.handler)
-	if err != nil {
-		w.fail(InvariantHandler, "node %s: %v", h.Self(), err)
+	enc, named, err := w.encode(n.handler)
+	w.failEncoding(h.i, "its handler", err)
+	n.enc, n.named = enc, named
+	if w.s.sym != nil {
+		n.cache = &nodeCache{}
 	}
-	n.enc = enc
+}
+
+// failEncoding reports the error of encoding what node i holds or sends.
+func (w *World) failEncoding(i int, what string, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, errPlainName):
+		w.fail(InvariantSymmetry, "node %s: %s %v (hold it as a protocol.NodeID, node in a spec, or declare no symmetry)", w.name(i), what, err)
+	default:
+		w.fail(InvariantHandler, "node %s: %s: %v", w.name(i), what, err)
+	}
 }
 
 // host is the world under a node's handlers while one step runs.
@@ -560,16 +607,16 @@ func (h *host) SetTimer(e int, d time.Duration, payload any) { h.setTimer(e, max
 
 // setTimer arms (d >= 0) or disarms (d < 0) timer e keyed by payload.
 func (h *host) setTimer(e int, d time.Duration, payload any) {
-	key, err := deep.Append(nil, payload)
+	key, named, err := h.w.encode(payload)
 	if err != nil {
-		h.w.fail(InvariantHandler, "node %s: timer key: %v", h.Self(), err)
+		h.w.failEncoding(h.i, "a timer's key", err)
 		return
 	}
 	payload, _ = deep.Copy(payload)
 	h.w.readClock() // its time is the clock's plus d
 	h.w.writeTimers()
 	n := h.w.nodes[h.i]
-	t := timer{event: e, key: string(key), payload: payload, at: h.w.now + d}
+	t := timer{event: e, key: string(key), payload: payload, at: h.w.now + d, named: named}
 	k, found := slices.BinarySearchFunc(n.timers, t, func(a, b timer) int {
 		if a.event != b.event {
 			return a.event - b.event
@@ -594,6 +641,9 @@ func (h *host) Send(to protocol.NodeID, m any) {
 		w.fail(InvariantHandler, "node %s sent %s to %s, which is no node", h.Self(), describeMessage(m), to)
 		return
 	}
+	if !w.plainNamesIn(h.i, "a message it sent", m) {
+		return
+	}
 	frame, err := w.s.codec.Append(nil, m)
 	if err != nil {
 		w.fail(InvariantCodec, "node %s: send: %v", h.Self(), err)
@@ -613,6 +663,9 @@ func (h *host) Send(to protocol.NodeID, m any) {
 }
 
 func (h *host) Save(m any) {
+	if !h.w.plainNamesIn(h.i, "the record it saved", m) {
+		return
+	}
 	frame, err := h.w.s.codec.Append(nil, m)
 	if err != nil {
 		h.w.fail(InvariantCodec, "node %s: save: %v", h.Self(), err)
@@ -678,29 +731,89 @@ func (w *World) Agent(c int) string {
 // AppendState implements explore.Model. Times are kept relative to the
 // clock, so states that differ only by when they happen are one.
 func (w *World) AppendState(b []byte) []byte {
-	for _, n := range w.nodes {
-		b = fmt.Appendf(b, "%t %d %d %q %q %d|", n.up, n.state, n.crashes, n.saved, n.enc, len(n.timers))
-		for _, t := range n.timers {
-			b = fmt.Appendf(b, "%d %q %d|", t.event, t.key, t.at-w.now)
-		}
+	for i := range w.nodes {
+		b = w.appendNode(b, i, nil)
 	}
-	msgs := make([]string, len(w.net))
+	return w.appendNet(b, nil)
+}
+
+// appendNode encodes node i with the names renamed by r (nil: as it is).
+func (w *World) appendNode(b []byte, i int, r *renaming) []byte {
+	n := w.nodes[i]
+	timers := n.timers
+	if r == nil {
+		b = appendHead(b, n, n.saved, n.enc, len(timers))
+	} else {
+		rn := w.renamedNode(i, r)
+		b, timers = append(b, rn.head...), rn.timers
+	}
+	for _, t := range timers {
+		b = binary.AppendUvarint(b, uint64(t.event))
+		b = appendString(b, t.key)
+		b = binary.AppendVarint(b, int64(t.at-w.now))
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// appendHead encodes node n but its timers, with its saved record and
+// handler's encoding as given.
+func appendHead(b []byte, n *node, saved string, enc []byte, timers int) []byte {
+	up := byte(0)
+	if n.up {
+		up = 1
+	}
+	b = binary.AppendUvarint(append(b, up), uint64(n.state))
+	b = appendString(binary.AppendUvarint(b, uint64(n.crashes)), saved)
+	b = append(binary.AppendUvarint(b, uint64(len(enc))), enc...)
+	return binary.AppendUvarint(b, uint64(timers))
+}
+
+// appendNet encodes the messages in flight and the network's budgets,
+// with the names renamed by r (nil: as they are).
+func (w *World) appendNet(b []byte, r *renaming) []byte {
+	type msg struct {
+		from, to int
+		rest     string // its time left and frame
+	}
+	msgs := make([]msg, len(w.net))
+	var buf []byte
 	for j, p := range w.net {
-		msgs[j] = fmt.Sprintf("%d>%d %d %q", p.from, p.to, max(p.deadline-w.now, 0), p.frame)
+		from, to, frame := p.from, p.to, p.frame
+		if r != nil {
+			from, to, frame = r.to[from], r.to[to], w.renameFrame(frame, r)
+		}
+		buf = appendString(binary.AppendVarint(buf[:0], int64(max(p.deadline-w.now, 0))), frame)
+		msgs[j] = msg{from, to, string(buf)}
+	}
+	byPair := func(a, b msg) int {
+		if a.from != b.from {
+			return a.from - b.from
+		}
+		return a.to - b.to
 	}
 	if w.s.net.Order == FIFO {
 		// Only each pair's own order matters.
-		slices.SortStableFunc(msgs, func(a, b string) int { return strings.Compare(pairOf(a), pairOf(b)) })
+		slices.SortStableFunc(msgs, byPair)
 	} else {
-		slices.Sort(msgs)
+		slices.SortFunc(msgs, func(a, b msg) int {
+			if c := byPair(a, b); c != 0 {
+				return c
+			}
+			return strings.Compare(a.rest, b.rest)
+		})
 	}
+	b = binary.AppendUvarint(b, uint64(len(msgs)))
 	for _, m := range msgs {
-		b = fmt.Appendf(b, "%s|", m)
+		b = binary.AppendUvarint(binary.AppendUvarint(b, uint64(m.from)), uint64(m.to))
+		b = append(b, m.rest...)
 	}
-	return fmt.Appendf(b, "%d %d", w.loss, w.dups)
+	b = binary.AppendUvarint(b, uint64(w.loss))
+	return binary.AppendUvarint(b, uint64(w.dups))
 }
-
-func pairOf(s string) string { return s[:strings.IndexByte(s, ' ')] }
 
 // Describe implements explore.Model.
 func (w *World) Describe(c int) string {

@@ -40,7 +40,7 @@ type OwnerHandler interface {
 	OnBye(env OwnerEnv, from protocol.NodeID, m *Bye) error
 	// A client's lease ran out: keyed by the client.
 	// OnExpire handles timer event Expire.
-	OnExpire(env OwnerEnv, v string) error
+	OnExpire(env OwnerEnv, v protocol.NodeID) error
 	// OnUnexport handles input event Unexport.
 	OnUnexport(env OwnerEnv) error
 	// OnCollect handles internal event Collect.
@@ -72,9 +72,9 @@ type OwnerEnv interface {
 	// Save replaces the node's durable record with m: all that survives a crash.
 	Save(m Message)
 	// SetExpireTimer fires event Expire keyed by v after d, replacing such a timer armed before.
-	SetExpireTimer(d time.Duration, v string)
+	SetExpireTimer(d time.Duration, v protocol.NodeID)
 	// CancelExpireTimer disarms event Expire's timer keyed by v, if armed.
-	CancelExpireTimer(v string)
+	CancelExpireTimer(v protocol.NodeID)
 	// RaiseCollect steps event Collect right after the running handler returns.
 	RaiseCollect()
 	// RaiseClose steps event Close right after the running handler returns.
@@ -106,11 +106,11 @@ func (e ownerEnv) Save(m Message) {
 	e.h.Save(m)
 }
 
-func (e ownerEnv) SetExpireTimer(d time.Duration, v string) {
+func (e ownerEnv) SetExpireTimer(d time.Duration, v protocol.NodeID) {
 	e.h.SetTimer(int(OwnerOnExpire), d, v)
 }
 
-func (e ownerEnv) CancelExpireTimer(v string) {
+func (e ownerEnv) CancelExpireTimer(v protocol.NodeID) {
 	e.h.CancelTimer(int(OwnerOnExpire), v)
 }
 
@@ -154,9 +154,9 @@ var ownerBridge = &protocol.Machine{
 			}
 			return hd.OnBye(env, from, m)
 		case OwnerOnExpire:
-			v, ok := payload.(string)
+			v, ok := payload.(protocol.NodeID)
 			if !ok {
-				return fmt.Errorf("%w: machine Owner event Expire takes string, not %T", protocol.ErrPayload, payload)
+				return fmt.Errorf("%w: machine Owner event Expire takes node, not %T", protocol.ErrPayload, payload)
 			}
 			return hd.OnExpire(env, v)
 		case OwnerOnUnexport:

@@ -61,7 +61,7 @@ const (
 	// Payload: Bye.
 	OwnerOnBye OwnerEvent = 2
 	// A client's lease ran out: keyed by the client.
-	// Payload: string.
+	// Payload: node.
 	OwnerOnExpire   OwnerEvent = 3
 	OwnerOnUnexport OwnerEvent = 4
 	OwnerOnCollect  OwnerEvent = 5
@@ -190,7 +190,7 @@ var OwnerMachine = genrt.MachineInfo{
 		{
 			Doc:     "A client's lease ran out: keyed by the client.",
 			Name:    "Expire",
-			Payload: "string",
+			Payload: "node",
 		},
 		{
 			Doc:     "",

@@ -11,18 +11,12 @@ import (
 // messageSamples returns one message of every type, every field set.
 func messageSamples() []Message {
 	return []Message{
-		&Acquire{
-			Client:  ClientID(70000),
-			Request: 1099511627776,
-		},
+		&Acquire{Request: 1099511627776},
 		&Grant{
 			Request: 1099511627776,
 			Token:   1099511627776,
 		},
-		&Release{
-			Client: ClientID(70000),
-			Token:  1099511627776,
-		},
+		&Release{Token: 1099511627776},
 	}
 }
 

@@ -32,13 +32,13 @@ var protocolCodec = &protocol.Codec{
 // there, never reaches the handler. Handlers are plain values: the explorer
 // copies and compares them field by field, so they hold no funcs or channels.
 type ClientHandler interface {
-	// OnAsk handles internal event Ask.
+	// OnAsk handles input event Ask.
 	OnAsk(env ClientEnv) error
 	// OnGranted handles message event Granted.
 	OnGranted(env ClientEnv, from protocol.NodeID, m *Grant) error
-	// OnGive handles internal event Give.
+	// OnGive handles input event Give.
 	OnGive(env ClientEnv) error
-	// OnFinish handles internal event Finish.
+	// OnFinish handles input event Finish.
 	OnFinish(env ClientEnv) error
 }
 
@@ -64,12 +64,6 @@ type ClientEnv interface {
 	Send(to protocol.NodeID, m Message)
 	// Save replaces the node's durable record with m: all that survives a crash.
 	Save(m Message)
-	// RaiseAsk steps event Ask right after the running handler returns.
-	RaiseAsk()
-	// RaiseGive steps event Give right after the running handler returns.
-	RaiseGive()
-	// RaiseFinish steps event Finish right after the running handler returns.
-	RaiseFinish()
 }
 
 // clientEnv is ClientEnv over a runtime's host.
@@ -95,18 +89,6 @@ func (e clientEnv) Send(to protocol.NodeID, m Message) {
 
 func (e clientEnv) Save(m Message) {
 	e.h.Save(m)
-}
-
-func (e clientEnv) RaiseAsk() {
-	e.h.Raise(int(ClientOnAsk), nil)
-}
-
-func (e clientEnv) RaiseGive() {
-	e.h.Raise(int(ClientOnGive), nil)
-}
-
-func (e clientEnv) RaiseFinish() {
-	e.h.Raise(int(ClientOnFinish), nil)
 }
 
 // clientBridge runs Client handlers for a runtime.
@@ -152,7 +134,7 @@ var clientBridge = &protocol.Machine{
 		return 0, false
 	},
 	Info:    &ClientMachine,
-	Sources: []protocol.EventSource{protocol.Internal, protocol.FromMessage, protocol.Internal, protocol.Internal},
+	Sources: []protocol.EventSource{protocol.Input, protocol.FromMessage, protocol.Input, protocol.Input},
 	Start:   int(ClientStart),
 	Step: func(s, e int) (int, genrt.Outcome, error) {
 		next, out, err := StepClient(ClientState(s), ClientEvent(e))
@@ -182,7 +164,10 @@ type ServerHandler interface {
 	OnLock(env ServerEnv, from protocol.NodeID, m *Acquire) error
 	// OnUnlock handles message event Unlock.
 	OnUnlock(env ServerEnv, from protocol.NodeID, m *Release) error
-	// OnClose handles internal event Close.
+	// The next request in the queue takes the lock as the holder gives it back.
+	// OnHandOver handles internal event HandOver.
+	OnHandOver(env ServerEnv) error
+	// OnClose handles input event Close.
 	OnClose(env ServerEnv) error
 }
 
@@ -208,8 +193,8 @@ type ServerEnv interface {
 	Send(to protocol.NodeID, m Message)
 	// Save replaces the node's durable record with m: all that survives a crash.
 	Save(m Message)
-	// RaiseClose steps event Close right after the running handler returns.
-	RaiseClose()
+	// RaiseHandOver steps event HandOver right after the running handler returns.
+	RaiseHandOver()
 }
 
 // serverEnv is ServerEnv over a runtime's host.
@@ -237,8 +222,8 @@ func (e serverEnv) Save(m Message) {
 	e.h.Save(m)
 }
 
-func (e serverEnv) RaiseClose() {
-	e.h.Raise(int(ServerOnClose), nil)
+func (e serverEnv) RaiseHandOver() {
+	e.h.Raise(int(ServerOnHandOver), nil)
 }
 
 // serverBridge runs Server handlers for a runtime.
@@ -266,6 +251,8 @@ var serverBridge = &protocol.Machine{
 				return fmt.Errorf("%w: machine Server event Unlock takes Release, not %T", protocol.ErrPayload, payload)
 			}
 			return hd.OnUnlock(env, from, m)
+		case ServerOnHandOver:
+			return hd.OnHandOver(env)
 		case ServerOnClose:
 			return hd.OnClose(env)
 		}
@@ -288,7 +275,7 @@ var serverBridge = &protocol.Machine{
 		return 0, false
 	},
 	Info:    &ServerMachine,
-	Sources: []protocol.EventSource{protocol.FromMessage, protocol.FromMessage, protocol.Internal},
+	Sources: []protocol.EventSource{protocol.FromMessage, protocol.FromMessage, protocol.Internal, protocol.Input},
 	Start:   int(ServerStart),
 	Step: func(s, e int) (int, genrt.Outcome, error) {
 		next, out, err := StepServer(ServerState(s), ServerEvent(e))

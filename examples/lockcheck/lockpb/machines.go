@@ -83,10 +83,10 @@ func (e ClientEvent) String() string {
 
 // clientTable is indexed [state][event]: 0 illegal, 1 ignored, k+2 moves to state k.
 var clientTable = [4][4]uint8{
-	{3, 0, 0, 5},
+	{3, 1, 0, 5},
 	{0, 4, 0, 0},
-	{0, 0, 2, 0},
-	{0, 0, 0, 0},
+	{0, 1, 2, 0},
+	{0, 1, 0, 0},
 }
 
 // StepClient applies event e in state s. It returns the next state and whether the
@@ -222,6 +222,21 @@ var ClientMachine = genrt.MachineInfo{
 			From:  "idle",
 			To:    "done",
 		},
+		{
+			Event: "Granted",
+			From:  "idle",
+			To:    "",
+		},
+		{
+			Event: "Granted",
+			From:  "holding",
+			To:    "",
+		},
+		{
+			Event: "Granted",
+			From:  "done",
+			To:    "",
+		},
 	},
 }
 
@@ -273,7 +288,9 @@ const (
 	ServerOnLock ServerEvent = 0
 	// Payload: Release.
 	ServerOnUnlock ServerEvent = 1
-	ServerOnClose  ServerEvent = 2
+	// The next request in the queue takes the lock as the holder gives it back.
+	ServerOnHandOver ServerEvent = 2
+	ServerOnClose    ServerEvent = 3
 )
 
 func (e ServerEvent) String() string {
@@ -282,6 +299,8 @@ func (e ServerEvent) String() string {
 		return "Lock"
 	case ServerOnUnlock:
 		return "Unlock"
+	case ServerOnHandOver:
+		return "HandOver"
 	case ServerOnClose:
 		return "Close"
 	}
@@ -289,17 +308,17 @@ func (e ServerEvent) String() string {
 }
 
 // serverTable is indexed [state][event]: 0 illegal, 1 ignored, k+2 moves to state k.
-var serverTable = [3][3]uint8{
-	{3, 0, 4},
-	{3, 2, 0},
-	{0, 0, 0},
+var serverTable = [3][4]uint8{
+	{3, 1, 3, 4},
+	{3, 2, 0, 0},
+	{1, 1, 0, 0},
 }
 
 // StepServer applies event e in state s. It returns the next state and whether the
 // transition moved or was explicitly ignored; an event the spec neither handles nor
 // ignores in s returns a *genrt.TransitionError and leaves the state unchanged.
 func StepServer(s ServerState, e ServerEvent) (ServerState, genrt.Outcome, error) {
-	if int(s) >= 3 || int(e) >= 3 {
+	if int(s) >= 3 || int(e) >= 4 {
 		return s, 0, &genrt.TransitionError{
 			Event:   e.String(),
 			Machine: "Server",
@@ -374,6 +393,11 @@ var ServerMachine = genrt.MachineInfo{
 			Payload: "Release",
 		},
 		{
+			Doc:     "The next request in the queue takes the lock as the holder gives it back.",
+			Name:    "HandOver",
+			Payload: "",
+		},
+		{
 			Doc:     "",
 			Name:    "Close",
 			Payload: "",
@@ -410,19 +434,39 @@ var ServerMachine = genrt.MachineInfo{
 			To:    "held",
 		},
 		{
+			Event: "Lock",
+			From:  "held",
+			To:    "held",
+		},
+		{
 			Event: "Unlock",
 			From:  "held",
 			To:    "free",
 		},
 		{
-			Event: "Lock",
-			From:  "held",
+			Event: "HandOver",
+			From:  "free",
 			To:    "held",
 		},
 		{
 			Event: "Close",
 			From:  "free",
 			To:    "closed",
+		},
+		{
+			Event: "Unlock",
+			From:  "free",
+			To:    "",
+		},
+		{
+			Event: "Unlock",
+			From:  "closed",
+			To:    "",
+		},
+		{
+			Event: "Lock",
+			From:  "closed",
+			To:    "",
 		},
 	},
 }
@@ -438,7 +482,7 @@ var Invariants = []genrt.InvariantInfo{
 	},
 	{
 		Name: "Fencing",
-		Text: "every grant's token is larger than every earlier grant's",
+		Text: "the client that holds the lock holds the largest token a client accepted",
 	},
 	{
 		Name: "Progress",
@@ -449,7 +493,7 @@ var Invariants = []genrt.InvariantInfo{
 // InvariantMutex names invariant Mutex: at most one client holds the lock
 const InvariantMutex = "Mutex"
 
-// InvariantFencing names invariant Fencing: every grant's token is larger than every earlier grant's
+// InvariantFencing names invariant Fencing: the client that holds the lock holds the largest token a client accepted
 const InvariantFencing = "Fencing"
 
 // InvariantProgress names invariant Progress: every request is granted before the run ends

@@ -44,7 +44,6 @@ type Message interface {
 
 // Acquire asks the server for the lock.
 type Acquire struct {
-	Client ClientID
 	// The client's request number: a resend carries the same one.
 	Request uint64
 }
@@ -62,14 +61,12 @@ func (m *Acquire) BodySize() int {
 // SizeAcquire is the encoded size of v.
 func SizeAcquire(v *Acquire) int {
 	n := 0
-	n += genrt.SizeUvarint(uint64(v.Client))
 	n += genrt.SizeUvarint(uint64(v.Request))
 	return n
 }
 
 // AppendAcquire appends the encoding of v to b.
 func AppendAcquire(b []byte, v *Acquire) []byte {
-	b = genrt.AppendUvarint(b, uint64(v.Client))
 	b = genrt.AppendUvarint(b, uint64(v.Request))
 	return b
 }
@@ -78,14 +75,6 @@ func AppendAcquire(b []byte, v *Acquire) []byte {
 // bytes read. Every length is checked against the input and lim; bytes fields alias b.
 func ConsumeAcquire(b []byte, lim *genrt.Limits) (v Acquire, n int, err error) {
 	off := 0
-	{
-		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint32)
-		if err != nil {
-			return v, 0, genrt.Wrap("Acquire", "client", off, err)
-		}
-		v.Client = ClientID(x)
-		off += k
-	}
 	{
 		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint64)
 		if err != nil {
@@ -154,8 +143,7 @@ func ConsumeGrant(b []byte, lim *genrt.Limits) (v Grant, n int, err error) {
 
 // Release gives the lock back.
 type Release struct {
-	Client ClientID
-	Token  uint64
+	Token uint64
 }
 
 func (m *Release) MessageCode() Code {
@@ -171,14 +159,12 @@ func (m *Release) BodySize() int {
 // SizeRelease is the encoded size of v.
 func SizeRelease(v *Release) int {
 	n := 0
-	n += genrt.SizeUvarint(uint64(v.Client))
 	n += genrt.SizeUvarint(uint64(v.Token))
 	return n
 }
 
 // AppendRelease appends the encoding of v to b.
 func AppendRelease(b []byte, v *Release) []byte {
-	b = genrt.AppendUvarint(b, uint64(v.Client))
 	b = genrt.AppendUvarint(b, uint64(v.Token))
 	return b
 }
@@ -187,14 +173,6 @@ func AppendRelease(b []byte, v *Release) []byte {
 // bytes read. Every length is checked against the input and lim; bytes fields alias b.
 func ConsumeRelease(b []byte, lim *genrt.Limits) (v Release, n int, err error) {
 	off := 0
-	{
-		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint32)
-		if err != nil {
-			return v, 0, genrt.Wrap("Release", "client", off, err)
-		}
-		v.Client = ClientID(x)
-		off += k
-	}
 	{
 		x, k, err := genrt.ConsumeUvarintMax(b[off:], math.MaxUint64)
 		if err != nil {

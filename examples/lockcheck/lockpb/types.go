@@ -17,5 +17,3 @@ const (
 	_ = genrt.EnforceVersion(2 - genrt.MinVersion)
 	_ = genrt.EnforceVersion(genrt.MaxVersion - 2)
 )
-
-type ClientID uint32

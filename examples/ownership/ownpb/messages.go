@@ -5,6 +5,7 @@ package ownpb // import "github.com/rrefkit/rref/examples/ownership/ownpb"
 
 import (
 	"github.com/rrefkit/rref/genrt"
+	protocol "github.com/rrefkit/rref/protocol"
 	"math"
 	"strconv"
 )
@@ -76,7 +77,7 @@ func ConsumeLend(b []byte, lim *genrt.Limits) (v Lend, n int, err error) {
 
 // Fork tells the owner that the sender will pass its reference to child.
 type Fork struct {
-	Child string
+	Child protocol.NodeID
 }
 
 func (m *Fork) MessageCode() Code {
@@ -111,7 +112,7 @@ func ConsumeFork(b []byte, lim *genrt.Limits) (v Fork, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("Fork", "child", off, err)
 		}
-		v.Child = x
+		v.Child = protocol.NodeID(x)
 		off += k
 	}
 	return v, off, nil
@@ -119,7 +120,7 @@ func ConsumeFork(b []byte, lim *genrt.Limits) (v Fork, n int, err error) {
 
 // ForkAck says the owner counts child.
 type ForkAck struct {
-	Child string
+	Child protocol.NodeID
 }
 
 func (m *ForkAck) MessageCode() Code {
@@ -154,7 +155,7 @@ func ConsumeForkAck(b []byte, lim *genrt.Limits) (v ForkAck, n int, err error) {
 		if err != nil {
 			return v, 0, genrt.Wrap("ForkAck", "child", off, err)
 		}
-		v.Child = x
+		v.Child = protocol.NodeID(x)
 		off += k
 	}
 	return v, off, nil
