@@ -237,3 +237,96 @@ func TestAdmissionKeepsHandshakesThatSentAHello(t *testing.T) {
 		t.Fatalf("with hellos everywhere, %v was pushed out, not the oldest", evicted)
 	}
 }
+
+// heldProof is a member's connection that sends its hello at once and
+// holds its proof back until release is closed; proving says its proof
+// is ready (the listener's hello and proof arrived).
+type heldProof struct {
+	net.Conn
+	writes  int
+	proving chan struct{}
+	release chan struct{}
+}
+
+func (c *heldProof) Write(p []byte) (int, error) {
+	if c.writes++; c.writes == 2 {
+		close(c.proving)
+		<-c.release
+	}
+	return c.Conn.Write(p)
+}
+
+// TestTCPListenerKeepsAHandshakeThatSentAHello: through a real listener,
+// a member's handshake whose hello the listener read, and which waits for
+// the member's proof, is not pushed out by any number of silent
+// connections from the member's own address. (The listener once marked
+// only a dialer's handshakes as having heard a hello, never its own, so
+// the member went out like a stray once the pool had turned over.)
+func TestTCPListenerKeepsAHandshakeThatSentAHello(t *testing.T) {
+	var r refusals
+	const bound = 4
+	l := listen(t, Config{}, WithRefused(r.hook), withMaxPending(bound))
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	addr := l.Addr().String()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := &heldProof{Conn: raw, proving: make(chan struct{}), release: make(chan struct{})}
+	accepted := make(chan *Conn, 1)
+	go func() {
+		c, _ := l.Accept(ctx)
+		accepted <- c
+	}()
+	dialed := make(chan error, 1)
+	var res *resumer
+	var nc net.Conn
+	go func() {
+		var err error
+		nc, res, err = dialHandshake(ctx, member, addr, secret, mustDefaults(Config{}), tcpOptionsOf(nil), sessionID{})
+		dialed <- err
+	}()
+	select {
+	case <-member.proving:
+	case err := <-dialed:
+		t.Fatalf("the member's handshake ended before its proof: %v", err)
+	}
+	var silent []net.Conn
+	defer func() {
+		for _, s := range silent {
+			s.Close()
+		}
+	}()
+	busy := func() int {
+		n := 0
+		for _, err := range r.all() {
+			if errors.Is(err, ErrBusy) {
+				n++
+			}
+		}
+		return n
+	}
+	// Four times the pool, each pushing one out once it is full.
+	for range 4 * bound {
+		s, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, s)
+	}
+	waitFor(t, eventually, "the silent connections turning the pool over", func() bool { return busy() >= 4*bound-bound })
+	close(member.release)
+	if err := <-dialed; err != nil {
+		t.Fatalf("the member's handshake beside %d silent connections, %d of them pushed out: %v", len(silent), busy(), err)
+	}
+	c := <-accepted
+	if c == nil {
+		t.Fatal("no Accept of the member")
+	}
+	defer c.Close()
+	m := newTCPConn(nc, raw, mustDefaults(Config{}), res)
+	defer m.Close()
+	echoCheck(t, m, c)
+}

@@ -217,8 +217,9 @@ type shake struct {
 	resume sessionID
 	// peerHello is the other end's hello, once read.
 	peerHello hello
-	// progressed, when set, hears that an accepting end read a well-formed
-	// hello of its geometry: the peer is no silent stray (see admission).
+	// progressed, when set, hears that the accepting end (accept) read a
+	// well-formed hello of its geometry: the peer is no silent stray (see
+	// admission). A dialer has no use for it.
 	progressed func()
 }
 
@@ -268,9 +269,6 @@ func (s *shake) dial() (*transcript, error) {
 	if peer.Nonce == h.Nonce {
 		return nil, fmt.Errorf("%w: %s reflected this end's hello", ErrAuth, s.peer)
 	}
-	if s.progressed != nil {
-		s.progressed()
-	}
 	s.peerHello = peer
 	var got [proofSize]byte
 	if err := s.read(got[:], "proof"); err != nil {
@@ -313,6 +311,9 @@ func (s *shake) accept() (*transcript, error) {
 	}
 	if peer.Nonce == h.Nonce {
 		return nil, fmt.Errorf("%w: %s reflected this end's hello", ErrAuth, s.peer)
+	}
+	if s.progressed != nil {
+		s.progressed()
 	}
 	s.peerHello = peer
 	msg := append(t[helloSize:], proofOf(s.secret, s.transport, "acceptor", &t, s.binding)...)
