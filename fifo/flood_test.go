@@ -70,6 +70,14 @@ func (f *strayFlood) hold(nc net.Conn, slow bool) {
 		case <-gone:
 			return
 		case <-f.stop:
+			// Closed first, a connection would wait out TIME_WAIT (60 s)
+			// on its port, and a few rounds of thousands (-count) use up
+			// the source address's ports: its binds slow to a crawl and
+			// then fail, and the next round's flood never fills the pool.
+			// A reset leaves nothing behind.
+			if tc, ok := nc.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
 			return
 		case <-tick.C:
 			if slow {
