@@ -1,7 +1,6 @@
 package fifo
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"io"
@@ -174,7 +173,7 @@ func connFrom(host string, port int) net.Conn {
 // never another source's; a handshake that ended leaves its slot, and one
 // pushed out is told so when it ends.
 func TestAdmissionEvictsTheBusiestSource(t *testing.T) {
-	ad := admission{max: 4, bySource: map[string]*list.List{}}
+	ad := newAdmission(4, func(net.Conn) int { return 0 })
 	member, _ := ad.take(connFrom("10.0.0.1", 1))
 	var strays []*slot
 	for i := range 3 {
@@ -222,9 +221,10 @@ func TestAdmissionEvictsTheBusiestSource(t *testing.T) {
 
 // TestAdmissionKeepsHandshakesThatSentAHello: from one source, a
 // handshake whose peer sent a well-formed hello is pushed out only once
-// no silent one is left, however old it is.
+// no silent one is left, however old it is; then the one heard longest ago
+// goes first.
 func TestAdmissionKeepsHandshakesThatSentAHello(t *testing.T) {
-	ad := admission{max: 3, bySource: map[string]*list.List{}}
+	ad := newAdmission(3, func(net.Conn) int { return 0 })
 	member, _ := ad.take(connFrom("127.0.0.1", 1))
 	ad.progressed(member)
 	for i := range 2 {
@@ -235,14 +235,58 @@ func TestAdmissionKeepsHandshakesThatSentAHello(t *testing.T) {
 			t.Fatalf("newcomer %d pushed out the handshake that sent a hello, with silent ones in the pool", i)
 		}
 	}
-	// Every other slot says hello too: the oldest goes.
-	for _, l := range ad.bySource {
-		for e := l.Front(); e != nil; e = e.Next() {
+	// Every other slot says hello too: the member, heard first, goes.
+	for _, src := range ad.bySource {
+		for e := src.silent.Front(); e != nil; {
+			next := e.Next()
 			ad.progressed(e.Value.(*slot))
+			e = next
 		}
 	}
 	if _, evicted := ad.take(connFrom("127.0.0.1", 300)); evicted != member.nc {
-		t.Fatalf("with hellos everywhere, %v was pushed out, not the oldest", evicted)
+		t.Fatalf("with hellos everywhere, %v was pushed out, not the one heard first", evicted)
+	}
+}
+
+// TestAdmissionKeepsHandshakesWhoseHelloWaits: a handshake whose hello
+// has arrived but was not read yet (its goroutine has not run: a busy
+// process) counts as one that sent it. The accept loop, about to push it
+// out as the oldest silent one, finds the hello waiting in its socket and
+// pushes out the next silent one instead; it looks at each slot once.
+func TestAdmissionKeepsHandshakesWhoseHelloWaits(t *testing.T) {
+	var looked []net.Conn
+	var member net.Conn
+	ad := newAdmission(4, func(nc net.Conn) int {
+		looked = append(looked, nc)
+		if nc == member {
+			return helloSize
+		}
+		return 1 // a byte-a-second stray's byte
+	})
+	m, _ := ad.take(connFrom("127.0.0.1", 1))
+	member = m.nc
+	var strays []net.Conn
+	for i := range 3 {
+		s, _ := ad.take(connFrom("127.0.0.1", 100+i))
+		strays = append(strays, s.nc)
+	}
+	for i := range 3 {
+		_, evicted := ad.take(connFrom("127.0.0.1", 200+i))
+		if evicted == member {
+			t.Fatalf("newcomer %d pushed out the handshake whose hello waited unread", i)
+		}
+		if evicted != strays[i] {
+			t.Fatalf("newcomer %d pushed out %v, not the oldest silent stray %v", i, evicted.RemoteAddr(), strays[i].RemoteAddr())
+		}
+	}
+	if !m.hello {
+		t.Fatal("the handshake whose hello waited is not counted as heard")
+	}
+	if n := len(looked); n != 4 {
+		t.Fatalf("%d looks at sockets for 3 newcomers; want 4 (the member's once, then one each)", n)
+	}
+	if !ad.leave(m) {
+		t.Fatal("the member's handshake lost its slot")
 	}
 }
 

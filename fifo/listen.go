@@ -15,9 +15,10 @@ import (
 
 // ErrBusy is why a listener closed a connection before its handshake
 // ended: every handshake slot (1024) was taken when another connection
-// arrived, and this one was the oldest handshake of the source address
-// holding the most slots. A dialer sees the connection closed before any
-// answer and may try again.
+// arrived, and this one was the oldest of the handshakes whose peer had
+// sent no hello yet, of the source address holding the most of them (see
+// admission). A dialer sees the connection closed before any answer and
+// may try again.
 var ErrBusy = errors.New("fifo: too many handshakes in progress")
 
 // maxPendingHandshakes bounds the handshakes a listener runs at once, and
@@ -25,8 +26,8 @@ var ErrBusy = errors.New("fifo: too many handshakes in progress")
 // a goroutine, a socket and a few kilobytes (tens with TLS), some 10-40 MB
 // for all at worst. It leaves room for a burst of a thousand strays beside
 // the members, whose handshakes take a millisecond. Past it, a new
-// connection takes the slot of the oldest handshake of the source holding
-// the most (see admission).
+// connection takes the slot of the oldest silent handshake of the source
+// holding the most (see admission).
 const maxPendingHandshakes = 1024
 
 // TCPOption is an option of DialTCP or NewTCPListener.
@@ -109,7 +110,7 @@ type acceptor struct {
 	onRef   func(error)
 	refused atomic.Uint64
 
-	slots    admission
+	slots    *admission
 	ready    chan *pending // unbuffered: a pending connection is always some goroutine's
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -131,7 +132,7 @@ type shakeFunc func(ctx context.Context, nc net.Conn, progressed func()) (*pendi
 
 func newAcceptor(ln net.Listener, owned bool, o tcpOptions, shake shakeFunc) *acceptor {
 	a := &acceptor{ln: ln, owned: owned, shake: shake, timeout: o.timeout, onRef: o.refused,
-		slots: admission{max: max(o.maxPending, 1), bySource: map[string]*list.List{}}, ready: make(chan *pending), loopDone: make(chan struct{})}
+		slots: newAdmission(max(o.maxPending, 1), unreadBytes), ready: make(chan *pending), loopDone: make(chan struct{})}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.wg.Add(1)
 	go a.loop()
@@ -197,29 +198,56 @@ func (a *acceptor) loop() {
 	}
 }
 
-// admission holds the handshakes in progress, by source address, oldest
-// first. When all max slots are taken, a new connection takes the slot of
-// the oldest handshake of the source holding the most: an outsider that
-// opens connections and stays silent (or sends a byte a second) only ever
-// pushes out its own, while a member's handshake, which takes a millisecond,
-// from another host is never the one pushed out, and from the same host
-// only once a thousand newer connections have arrived during it. A
-// refusal of the newcomer instead (as before) let such an outsider, by
-// redialing each connection the moment it dropped, keep every slot and
-// stop members' links from resuming.
+// admission holds the handshakes in progress, by source address. When all
+// max slots are taken, a new connection takes the slot of the oldest
+// silent handshake of the source holding the most silent ones, silent
+// meaning that its peer has sent no hello yet: neither one its handshake
+// read (progressed), nor a hello's worth of bytes waiting unread in its
+// socket, which the accept loop looks at before it pushes a handshake out
+// (unreadBytes). Only when no handshake is silent does the one heard
+// longest ago of the source holding the most go.
+//
+// So an outsider that opens connections and stays silent (or sends a
+// byte a second) only ever pushes out its own, and a member's handshake
+// is safe from it once its hello has arrived, however busy the process
+// is: whether the handshake's goroutine has run yet does not matter. From
+// another host a member's handshake is never the one pushed out; from the
+// same host (behind one NAT, say), its hello must arrive before a pool's
+// worth of newer connections does, and a member sends it the moment its
+// connection is up (under TLS its ClientHello, which counts the same), so
+// it is usually there before the listener accepts the connection. Bytes
+// that are no hello count only until the handshake reads them and refuses
+// the connection. A refusal of the newcomer instead (as once) let such an
+// outsider, by redialing each connection the moment it dropped, keep every
+// slot and stop members' links from resuming; pushing out the oldest
+// whatever it sent (as a bug made it do until the listener marked the
+// hellos it read) pushed out members' handshakes waiting for their proofs.
 type admission struct {
 	mu       sync.Mutex
 	max      int
 	n        int
-	bySource map[string]*list.List // of *slot, oldest first
+	bySource map[string]*source
+	// unread reports how many bytes nc's peer sent that no read has taken
+	// (0 where it cannot be known): unreadBytes, a stub in tests.
+	unread func(nc net.Conn) int
+}
+
+// source is one address's handshakes in progress: the silent ones oldest
+// first, and those that sent a hello in the order they were heard.
+type source struct {
+	silent, heard list.List // of *slot
+}
+
+func newAdmission(max int, unread func(net.Conn) int) *admission {
+	return &admission{max: max, bySource: map[string]*source{}, unread: unread}
 }
 
 // slot is one handshake in progress.
 type slot struct {
 	nc     net.Conn
 	source string
-	elem   *list.Element // nil once it left the pool
-	hello  bool          // its peer sent a well-formed hello: it is pushed out last
+	elem   *list.Element // in its source's silent or heard list; nil once it left the pool
+	hello  bool          // its peer sent a hello: it is in heard, and pushed out last
 }
 
 // sourceOf is the host a connection comes from (its address without the
@@ -243,44 +271,62 @@ func (ad *admission) take(nc net.Conn) (s *slot, evicted net.Conn) {
 	ad.mu.Lock()
 	defer ad.mu.Unlock()
 	if ad.n >= ad.max {
-		old := ad.victim(false)
-		if old == nil {
-			old = ad.victim(true)
-		}
+		old := ad.victim()
 		ad.remove(old)
 		evicted = old.nc
 	}
-	l := ad.bySource[s.source]
-	if l == nil {
-		l = list.New()
-		ad.bySource[s.source] = l
+	src := ad.bySource[s.source]
+	if src == nil {
+		src = &source{}
+		ad.bySource[s.source] = src
 	}
-	s.elem = l.PushBack(s)
+	s.elem = src.silent.PushBack(s)
 	ad.n++
 	return s, evicted
 }
 
-// victim is the oldest handshake of the source holding the most slots,
-// among those whose peers sent no hello (or, with hellos, among all).
-func (ad *admission) victim(hellos bool) *slot {
-	var top *slot
-	most := 0
-	for _, l := range ad.bySource {
-		var oldest *slot
-		n := 0
-		for e := l.Front(); e != nil; e = e.Next() {
-			if s := e.Value.(*slot); hellos || !s.hello {
-				if oldest == nil {
-					oldest = s
-				}
-				n++
+// victim is the slot a newcomer takes (under mu, with every slot taken):
+// the oldest silent handshake of the source holding the most silent ones,
+// or, with none silent, the one heard longest ago of the source holding
+// the most. A silent candidate whose hello is found waiting unread is
+// marked heard instead, and the next is looked at: each slot is looked at
+// so at most once, and a newcomer costs one look in the usual case.
+func (ad *admission) victim() *slot {
+	busiest := func(l func(*source) *list.List) *source {
+		var top *source
+		for _, src := range ad.bySource {
+			if n := l(src).Len(); n > 0 && (top == nil || n > l(top).Len()) {
+				top = src
 			}
 		}
-		if n > most {
-			top, most = oldest, n
-		}
+		return top
 	}
-	return top
+	silent := func(src *source) *list.List { return &src.silent }
+	heard := func(src *source) *list.List { return &src.heard }
+	for {
+		src := busiest(silent)
+		if src == nil {
+			break
+		}
+		s := src.silent.Front().Value.(*slot)
+		if ad.unread(s.nc) < helloSize {
+			return s
+		}
+		ad.hear(s)
+	}
+	return busiest(heard).heard.Front().Value.(*slot)
+}
+
+// hear moves s, still in the pool, among the handshakes that sent a hello
+// (under mu).
+func (ad *admission) hear(s *slot) {
+	if s.hello || s.elem == nil {
+		return
+	}
+	src := ad.bySource[s.source]
+	src.silent.Remove(s.elem)
+	s.hello = true
+	s.elem = src.heard.PushBack(s)
 }
 
 // held counts the slots taken.
@@ -293,7 +339,7 @@ func (ad *admission) held() int {
 // progressed marks s's peer as one that sent a well-formed hello.
 func (ad *admission) progressed(s *slot) {
 	ad.mu.Lock()
-	s.hello = true
+	ad.hear(s)
 	ad.mu.Unlock()
 }
 
@@ -309,11 +355,15 @@ func (ad *admission) leave(s *slot) bool {
 }
 
 func (ad *admission) remove(s *slot) {
-	l := ad.bySource[s.source]
-	l.Remove(s.elem)
+	src := ad.bySource[s.source]
+	if s.hello {
+		src.heard.Remove(s.elem)
+	} else {
+		src.silent.Remove(s.elem)
+	}
 	s.elem = nil
 	ad.n--
-	if l.Len() == 0 {
+	if src.silent.Len() == 0 && src.heard.Len() == 0 {
 		delete(ad.bySource, s.source)
 	}
 }
@@ -399,9 +449,10 @@ func (a *acceptor) close() error {
 // silent or half-open connections are dropped and counted, each handshake
 // runs on its own goroutine for at most the handshake timeout (5 s), and
 // at most 1024 run at once (past that, a new connection takes the slot of
-// the oldest of the busiest source's handshakes, which is closed and
-// counted with ErrBusy: see admission), so no connection delays another
-// and strays cannot make the listener hold much, nor keep members out.
+// the oldest of the busiest source's handshakes whose peer sent no hello
+// yet, which is closed and counted with ErrBusy: see admission), so no
+// connection delays another and strays cannot make the listener hold
+// much, nor keep members out.
 //
 // A TCPListener keeps its connections' sessions: a connection whose tcp
 // connection breaks is dialed again by its dialer and resumes (see

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -120,4 +121,25 @@ func finishWrites(c net.Conn, deadline time.Time) error {
 		}
 		time.Sleep(sentPoll)
 	}
+}
+
+// unreadBytes is how many bytes c's peer sent that no read has taken yet
+// (SIOCINQ): 0 for a connection without a socket, or closed. It reads
+// nothing, so a handshake reading c meanwhile misses nothing.
+func unreadBytes(c net.Conn) int {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	rc.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
+			n = v
+		}
+	})
+	return n
 }

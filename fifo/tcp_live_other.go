@@ -32,3 +32,8 @@ func finishWrites(c net.Conn, _ time.Time) error {
 	}
 	return nil
 }
+
+// unreadBytes is Linux's count of a socket's unread bytes; elsewhere a
+// handshake counts as having sent its hello only once it was read (see
+// admission).
+func unreadBytes(net.Conn) int { return 0 }
