@@ -96,7 +96,10 @@ func (f *strayFlood) end() {
 }
 
 // sameSourceMargin: strays beyond the pool's size from the member's own
-// address, so that every slot is pushed out again and again.
+// address, so that every slot is pushed out again and again. Few enough
+// that the kernel's accept queue stays short: there wait all the strays
+// the pool does not hold, and with thousands more the pool would turn
+// over only as fast as the queue let them in.
 const sameSourceMargin = 476
 
 // TestStrayFloodCannotStopAResume: an outsider holding thousands of idle
@@ -104,7 +107,9 @@ const sameSourceMargin = 476
 // it drops, from another host or from the member's own, must not keep a
 // member's broken link from resuming. With one pool of slots that refused
 // newcomers once full, 1024 such connections made every re-dial fail, and
-// the link was declared dead.
+// the link was declared dead; later, from the member's own address, while
+// the listener never counted the hellos it read, re-dials were pushed out
+// like strays while they waited for their proofs, most runs.
 func TestStrayFloodCannotStopAResume(t *testing.T) {
 	strays := 5000
 	if raceEnabled || testing.Short() {
@@ -115,10 +120,9 @@ func TestStrayFloodCannotStopAResume(t *testing.T) {
 			strays := strays
 			if source == "127.0.0.1" {
 				// From the member's own address, its handshake is told from
-				// the strays' only by its hello, and must be read before a
-				// pool's worth of newer strays arrives: with the strays'
-				// goroutines in this process, thousands of them starve it
-				// on 2 cores. Past the pool, so every slot still turns over.
+				// the strays' only by its hello, which must arrive before a
+				// pool's worth of newer strays does. Just past the pool, so
+				// every slot turns over as fast as the strays can redial.
 				strays = min(strays, maxPendingHandshakes+sameSourceMargin)
 			}
 			cfg := Config{DeadAfter: 10 * time.Second}
