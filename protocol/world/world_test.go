@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rrefkit/rref/explore"
+	"github.com/rrefkit/rref/internal/worldtest"
 	"github.com/rrefkit/rref/protocol"
 	"github.com/rrefkit/rref/protocol/internal/pinger"
 	"github.com/rrefkit/rref/protocol/internal/pingpb"
@@ -242,17 +243,5 @@ func TestSleepSetsKeepEveryState(t *testing.T) {
 		"crashes":         withCrashes(pingWorld(bounded, pinger.Pinger{Rounds: 1}, pinger.Ponger{})),
 		"quitting":        pingWorld(bounded, pinger.Pinger{Rounds: 2}, pinger.Ponger{MayQuit: true}),
 	}
-	for name, cfg := range cases {
-		t.Run(name, func(t *testing.T) {
-			reduced, _ := explored(t, cfg, explore.Options{})
-			full, _ := explored(t, cfg, explore.Options{NoSleepSets: true})
-			if reduced.States != full.States || reduced.Passed() != full.Passed() {
-				t.Fatalf("with sleep sets %d states (passed %v), without %d (passed %v)", reduced.States, reduced.Passed(), full.States, full.Passed())
-			}
-			if reduced.Transitions > full.Transitions {
-				t.Errorf("with sleep sets %d transitions, more than the %d without", reduced.Transitions, full.Transitions)
-			}
-			t.Logf("%d states; transitions %d with sleep sets, %d without", full.States, reduced.Transitions, full.Transitions)
-		})
-	}
+	worldtest.SleepSetsKeepEveryState(t, cases)
 }
