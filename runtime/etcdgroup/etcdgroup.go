@@ -198,20 +198,22 @@ func waitSealed(ctx context.Context, cfg Config, incarnation int64) (*group.Memb
 		}
 		var members []*memberKV
 		var sealed []byte
+		viewFound := false // an empty value is a (corrupt) view too, not none
 		for _, kv := range resp.Kvs {
 			switch k := string(kv.Key); {
 			case k == cfg.viewKey():
-				sealed = kv.Value
+				sealed, viewFound = kv.Value, true
 			case strings.HasPrefix(k, cfg.membersPrefix()):
 				members = append(members, &memberKV{name: strings.TrimPrefix(k, cfg.membersPrefix()), addr: string(kv.Value), rev: kv.CreateRevision})
 			}
 		}
-		if sealed == nil && len(members) >= cfg.Size {
+		if !viewFound && len(members) >= cfg.Size {
 			if sealed, err = seal(ctx, cfg, members, resp.Header.Revision); err != nil {
 				return nil, err
 			}
+			viewFound = true
 		}
-		if sealed != nil {
+		if viewFound {
 			return place(cfg, sealed, incarnation)
 		}
 		// Fewer than Size: wait for the next change after what was read.

@@ -344,3 +344,24 @@ func TestRefusesBadConfigs(t *testing.T) {
 		}
 	}
 }
+
+// TestCorruptViewIsRefused: a view in etcd that does not decode (written
+// by another program, or truncated) is refused with ErrBadView, naming
+// its key, never read as a group.
+func TestCorruptViewIsRefused(t *testing.T) {
+	s := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cli := s.newClient(t)
+	for name, value := range map[string]string{"garbage": "\xff\xff\xff\xff", "empty": "", "trailing": "\x01\x02\x00\x07"} {
+		prefix := "/rref/corrupt-" + name
+		if _, err := cli.Put(ctx, prefix+"/view", value); err != nil {
+			t.Fatal(err)
+		}
+		_, err := etcdgroup.Rendezvous(ctx, etcdgroup.Config{Client: cli, Prefix: prefix, Name: "a", Addr: "127.0.0.1:1", Size: 1})
+		if !errors.Is(err, etcdgroup.ErrBadView) {
+			t.Errorf("%s view: %v, want ErrBadView", name, err)
+		}
+		t.Logf("%s: %v", name, err)
+	}
+}
